@@ -1,0 +1,94 @@
+"""Validator speed and memory against duckdb and Python's csv module, as whole processes.
+
+    .venv/bin/python benchmarks/validate.py [--sizes 64 512] [--repeat 3]
+
+Targets (issue 2): our time <= 0.8x duckdb's ``SELECT count(*) FROM read_csv(...)`` on the
+20- and 300-column files, peak memory <= 32 MiB and the same at 64 MiB as at 512 MiB,
+with exactly the right row count.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import csv_file, machine, med, median_runs, python, run_process  # noqa: E402
+
+DUCKDB = (
+    "import duckdb, sys; con = duckdb.connect(); "
+    "print(con.execute(\"SELECT count(*) FROM read_csv(?, header=true, quote='\\\"', escape='\\\"', "
+    "delim=',', all_varchar=true, strict_mode=true)\", [sys.argv[1]]).fetchone()[0])"
+)
+PYCSV = "import csv, sys; print(sum(1 for r in csv.reader(open(sys.argv[1], newline='')) if r) - 1)"
+PYARROW = (
+    "import pyarrow.csv as pc, sys; n = 0\n"
+    "r = pc.open_csv(sys.argv[1], parse_options=pc.ParseOptions(newlines_in_values=True), "
+    "convert_options=pc.ConvertOptions(column_types={}, strings_can_be_null=False, "
+    "auto_dict_encode=False), read_options=pc.ReadOptions(block_size=8 << 20))\n"
+    "for b in r: n += b.num_rows\n"
+    "print(n)"
+)
+
+
+def contenders(path: Path, with_pyarrow: bool) -> dict:
+    def runs():
+        result = {
+            "airflow-tables": run_process([python(), "-m", "airflow_tables.cli", "validate", "--json", str(path)]),
+            "duckdb": run_process([python(), "-c", DUCKDB, str(path)]),
+            "python csv": run_process([python(), "-c", PYCSV, str(path)]),
+        }
+        if with_pyarrow:
+            result["pyarrow"] = run_process([python(), "-c", PYARROW, str(path)])
+        return result
+
+    return runs
+
+
+def rows_of(name: str, stdout: str) -> int:
+    if name == "airflow-tables":
+        return json.loads(stdout)[0]["rows"]
+    return int(stdout.strip().splitlines()[-1])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[64, 512], help="file sizes in MiB")
+    parser.add_argument("--columns", type=int, nargs="+", default=[20, 300])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--pyarrow", action="store_true", help="also time pyarrow.csv.open_csv")
+    args = parser.parse_args(argv)
+    print(f"machine: {machine()}")
+    print(f"{'file':<22} {'tool':<15} {'time s':>8} {'vs duckdb':>10} {'peak MiB':>9} rows")
+    failures = []
+    peaks: dict[int, list[float]] = {}
+    for columns in args.columns:
+        for size in args.sizes:
+            path, expected = csv_file(columns, size)
+            runs = median_runs(contenders(path, args.pyarrow), args.repeat)
+            anchor = med(runs["duckdb"], "seconds")
+            for name, rs in runs.items():
+                seconds, peak = med(rs, "seconds"), max(r.peak_mib for r in rs)
+                got = rows_of(name, rs[-1].stdout)
+                mark = "ok" if got == expected else f"WRONG ({got} != {expected})"
+                print(f"{path.name:<22} {name:<15} {seconds:>8.2f} {seconds / anchor:>9.2f}x {peak:>9.1f} {mark}")
+                if name == "airflow-tables":
+                    peaks.setdefault(columns, []).append(peak)
+                    if got != expected:
+                        failures.append(f"{path.name}: wrong row count {got}")
+                    if size >= 512 and seconds / anchor > 0.8:
+                        failures.append(f"{path.name}: {seconds / anchor:.2f}x duckdb (target <= 0.8x)")
+                    if peak > 32:
+                        failures.append(f"{path.name}: peak {peak:.1f} MiB (target <= 32)")
+    for columns, ps in peaks.items():
+        if len(ps) > 1 and max(ps) - min(ps) > 4:
+            failures.append(f"{columns} cols: peak memory grows with size: {ps}")
+    print("targets: " + ("all met" if not failures else "MISSED: " + "; ".join(failures)))
+    return 0 if not failures else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,73 @@
+"""``airflow-tables``: the command line, for checking files before a DAG spends credits on them.
+
+Imports only the validator (no Airflow, no pandas), so it answers in milliseconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+
+from airflow_tables import csv_rules
+from airflow_tables.validation import CsvReport, validate_csv
+
+
+def _format_report(report: CsvReport) -> str:
+    """A report a person reads: how the service will see the file, then what is wrong."""
+    lines = [f"{report.path}: {'OK' if report.ok else 'REFUSED'}"]
+    delimiter = csv_rules.DELIMITER_NAMES.get(report.delimiter, repr(report.delimiter))
+    lines.append(
+        f"  {report.size_bytes:,} bytes, {report.encoding}, {delimiter}-separated, "
+        f"{len(report.columns)} columns, {report.rows:,} rows"
+    )
+    if report.columns:
+        shown = ", ".join(report.columns[:20])
+        more = f", ... ({len(report.columns) - 20} more)" if len(report.columns) > 20 else ""
+        lines.append(f"  columns: {shown}{more}")
+    lines.extend(f"  error: {p}" for p in report.errors)
+    lines.extend(f"  warning: {p}" for p in report.warnings)
+    return "\n".join(lines)
+
+
+def _validate(args: argparse.Namespace) -> int:
+    reports = [validate_csv(p, max_columns=args.max_columns, max_bytes=args.max_bytes) for p in args.files]
+    if args.json:
+        json.dump([r.to_dict() for r in reports], sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        print("\n\n".join(_format_report(r) for r in reports))
+    return 0 if all(r.ok for r in reports) else 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="airflow-tables",
+        description="Tools for the Data Tables Service provider for Apache Airflow.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    validate = commands.add_parser(
+        "validate",
+        help="check CSV files against the service's rules before uploading them",
+        description=(
+            "Read each file once, streaming, and report how the Data Tables Service will read it "
+            "(separator, columns as the service names them, rows) and every problem that would make "
+            "it refuse or misread the file. Exit status 0 only when every file passes."
+        ),
+    )
+    validate.add_argument("files", nargs="+", metavar="FILE")
+    validate.add_argument("--json", action="store_true", help="print a JSON list of reports")
+    validate.add_argument("--max-columns", type=int, default=csv_rules.MAX_COLUMNS, help="default: %(default)s")
+    validate.add_argument("--max-bytes", type=int, default=csv_rules.MAX_BYTES, help="default: %(default)s")
+    validate.set_defaults(func=_validate)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,288 @@
+"""The Data Tables Service's rules for reading a CSV file, in one place.
+
+The validator (:mod:`airflow_tables.validation`) and the emulator's reader
+(:mod:`airflow_tables.emulator.reader`) both read files through this module and
+:mod:`airflow_tables.csv_scan`, so the two can never disagree about what a file
+contains. Standard library only: ``airflow-tables validate`` must start in
+milliseconds and the emulator must not depend on the client.
+
+What the service's interface document states (section 4.4 and 8) and what we
+chose where it is silent (see ``docs/validation.md``):
+
+* The file name ends in ``.csv`` (stated).
+* The separator is detected among comma, semicolon, tab and pipe (stated). We
+  count separators outside quotes on the first lines and pick the one whose
+  count is the same on the most lines; a file with none of them is one column
+  and reads as comma-separated (chosen).
+* The first record holds the column names (stated). Blank headings get a name
+  and repeated headings get a number (stated); the scheme is ours:
+  ``column_<position>`` for a blank heading, ``<name>_<n>`` for the n-th
+  occurrence of a name, compared after trimming whitespace and ignoring case.
+* At most 300 columns and 512 MB (stated; 512 MB read as 512 MiB, the larger
+  reading, since the document does not define MB).
+* Quoting follows RFC 4180 as Python's csv module reads it: a field may be
+  enclosed in double quotes, inside which separators and line breaks are data
+  and a doubled quote is one quote; a quote in the middle of an unquoted field is
+  data (chosen: it is how pandas and most services read). Blank lines are not
+  records.
+* Encoding: UTF-8, with or without a byte-order mark (the mark is not part of the
+  first heading). Anything else is refused before upload (chosen, defensively:
+  the document names no encoding, and a misread file still costs a credit).
+"""
+
+from __future__ import annotations
+
+import codecs
+import csv
+import io
+import itertools
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+MAX_COLUMNS = 300
+MAX_BYTES = 512 * 1024**2
+DELIMITERS = (",", ";", "\t", "|")
+QUOTE = '"'
+MEDIA_TYPE = "text/csv"
+FILE_SUFFIX = ".csv"
+
+#: How much of the file's start is used to detect the separator and encoding.
+SNIFF_BYTES = 64 * 1024
+
+DELIMITER_NAMES = {",": "comma", ";": "semicolon", "\t": "tab", "|": "pipe"}
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a file, located as precisely as we know it.
+
+    ``code`` is stable and machine-readable (``ragged-rows``, ``too-many-columns``...);
+    ``message`` is for people and says what to do.
+    """
+
+    code: str
+    message: str
+    line: int | None = None
+    record: int | None = None
+
+    def where(self) -> str:
+        """``line 12 (record 11)``, or as much of it as is known."""
+        parts = []
+        if self.line is not None:
+            parts.append(f"line {self.line}")
+        if self.record is not None:
+            parts.append(f"record {self.record}" if not parts else f"(record {self.record})")
+        return " ".join(parts)
+
+    def __str__(self) -> str:
+        where = self.where()
+        return f"{where}: {self.message}" if where else self.message
+
+    def to_dict(self) -> dict:
+        return {"code": self.code, "message": self.message, "line": self.line, "record": self.record}
+
+
+@dataclass
+class Encoding:
+    """What the file's first bytes say about its encoding."""
+
+    name: str  # "utf-8", "utf-8-sig", "utf-16-le", "utf-16-be"
+    bom_length: int = 0
+    problems: list[Problem] = field(default_factory=list)
+
+
+def check_file_name(path: str | os.PathLike) -> Problem | None:
+    """Return a problem when the name would be refused by the service (it must end in ``.csv``)."""
+    name = os.path.basename(os.fspath(path))
+    if not name.lower().endswith(FILE_SUFFIX):
+        return Problem(
+            "file-name",
+            f"the file name {name!r} does not end in '.csv'; the service refuses any other name. "
+            "Rename the file (or pass a name ending in .csv).",
+        )
+    return None
+
+
+def sniff_encoding(head: bytes) -> Encoding:
+    """Tell the encoding from the byte-order mark, refusing UTF-16 and UTF-32."""
+    if head.startswith(codecs.BOM_UTF8):
+        return Encoding("utf-8-sig", len(codecs.BOM_UTF8))
+    for bom, name in (
+        (codecs.BOM_UTF32_LE, "utf-32-le"),
+        (codecs.BOM_UTF32_BE, "utf-32-be"),
+        (codecs.BOM_UTF16_LE, "utf-16-le"),
+        (codecs.BOM_UTF16_BE, "utf-16-be"),
+    ):
+        if head.startswith(bom):
+            return Encoding(name, len(bom), [_wide_encoding_problem(name)])
+    # UTF-16 without a mark: every other byte of ASCII text is NUL.
+    sample = head[:1024]
+    if len(sample) >= 4 and sample[1::2].count(0) > len(sample) // 4 and sample[0::2].count(0) == 0:
+        return Encoding("utf-16-le", 0, [_wide_encoding_problem("utf-16-le")])
+    if len(sample) >= 4 and sample[0::2].count(0) > len(sample) // 4 and sample[1::2].count(0) == 0:
+        return Encoding("utf-16-be", 0, [_wide_encoding_problem("utf-16-be")])
+    return Encoding("utf-8")
+
+
+def _wide_encoding_problem(name: str) -> Problem:
+    return Problem(
+        "encoding",
+        f"the file is encoded as {name.upper()}; the service reads UTF-8. "
+        f"Re-save it as UTF-8 (for example: iconv -f {name.upper()} -t UTF-8 in.csv > out.csv).",
+        line=1,
+    )
+
+
+def non_utf8_problem(line: int, byte: int) -> Problem:
+    """The problem for the first byte sequence that is not UTF-8."""
+    return Problem(
+        "encoding",
+        f"byte 0x{byte:02X} is not valid UTF-8 (the file looks like Latin-1, "
+        "Windows-1252 or another legacy encoding); the service reads UTF-8 and would garble it. "
+        "Re-save the file as UTF-8 (for example: iconv -f CP1252 -t UTF-8 in.csv > out.csv).",
+        line=line,
+    )
+
+
+def normalize_newlines(text: str) -> str:
+    """Map CRLF and lone CR line breaks to LF."""
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return text
+
+
+# Appended after the data: if it comes back as a record of its own, every quote was closed.
+_SENTINEL = "\x1e\x1f"
+
+
+class Records:
+    """Iterate ``(line number, fields)`` over CSV lines, by the service's quoting rule.
+
+    The rule is RFC 4180 as Python's :mod:`csv` reads it: a double quote opens a
+    quoted field only at the start of a field; inside one, separators and line
+    breaks are data and ``""`` is a quote; a quote anywhere else is data. Blank
+    lines are not records. After iteration, ``unterminated_line`` is the line of a
+    record whose quoted field was never closed (``None`` when all were closed).
+
+    ``lines`` are strings that keep their line breaks (``io.StringIO(text, newline="")``
+    or a text file opened with ``newline=""``).
+    """
+
+    def __init__(self, lines: Iterable[str], delimiter: str, first_line: int = 1) -> None:
+        self._lines = lines
+        self.delimiter = delimiter
+        self.first_line = first_line
+        self.unterminated_line: int | None = None
+
+    def __iter__(self) -> Iterator[tuple[int, list[str]]]:
+        _raise_field_limit()
+        reader = csv.reader(
+            itertools.chain(self._lines, ("\n", _SENTINEL + "\n")),
+            delimiter=self.delimiter,
+            quotechar=QUOTE,
+            doublequote=True,
+            strict=False,
+        )
+        start = self.first_line
+        pending: tuple[int, list[str]] | None = None
+        for fields in reader:
+            if fields:
+                if pending is not None:
+                    yield pending
+                pending = (start, fields)
+            start = self.first_line + reader.line_num
+        if pending is None:
+            return
+        line, fields = pending
+        if fields == [_SENTINEL]:
+            return
+        self.unterminated_line = line  # the sentinel was swallowed by an open quoted field
+        if fields[-1].endswith(_SENTINEL + "\n"):
+            fields[-1] = fields[-1][: -len(_SENTINEL) - 2]
+        yield line, fields
+
+
+def parse_records(text: str, delimiter: str, first_line: int = 1) -> Records:
+    """:class:`Records` over a string."""
+    return Records(io.StringIO(text, newline=""), delimiter, first_line)
+
+
+def _raise_field_limit() -> None:
+    # csv refuses fields over 128 KiB by default; the service has no such limit.
+    if csv.field_size_limit() < 64 * 1024 * 1024:
+        csv.field_size_limit(64 * 1024 * 1024)
+
+
+def detect_delimiter(sample: str) -> str:
+    """Pick the separator of a file from its first lines, quote-aware.
+
+    Reads the sample with each candidate, by the quoting rule of :class:`Records`,
+    and prefers the one whose most common field count (more than one) covers the
+    largest share of the records; ties go to the larger field count, then to comma,
+    semicolon, tab, pipe in that order. A separator inside quoted fields is data and never counts.
+    With none of them, the file is one column and reads as comma-separated.
+    """
+    cut = max(sample.rfind("\n"), sample.rfind("\r"))
+    if 0 < cut < len(sample) - 1:
+        sample = sample[: cut + 1]  # the sample may end in the middle of a line
+    best: tuple[float, int, int] | None = None
+    chosen = ","
+    for rank, delim in enumerate(DELIMITERS):
+        widths: dict[int, int] = {}
+        for _, fields in parse_records(sample, delim):
+            widths[len(fields)] = widths.get(len(fields), 0) + 1
+        wide = {w: n for w, n in widths.items() if w > 1}
+        if not wide:
+            continue
+        width, records = max(wide.items(), key=lambda kv: (kv[1], kv[0]))
+        score = (records / sum(widths.values()), width, -rank)
+        if best is None or score > best:
+            best, chosen = score, delim
+    return chosen
+
+
+def name_columns(headings: list[str]) -> list[str]:
+    """Name the columns as the service will: trimmed, blanks named, repeats numbered.
+
+    A blank heading at 1-based position *i* becomes ``column_<i>``; the second and
+    later occurrences of a name (compared trimmed and case-insensitively) become
+    ``<name>_2``, ``<name>_3``..., skipping any number that would collide with a
+    name already taken.
+    """
+    names = [h.strip() or f"column_{i}" for i, h in enumerate(headings, start=1)]
+    taken = {n.casefold() for n in names}
+    seen: dict[str, int] = {}
+    result = []
+    for name in names:
+        key = name.casefold()
+        if key not in seen:
+            seen[key] = 1
+            result.append(name)
+            continue
+        n = seen[key]
+        while True:
+            n += 1
+            candidate = f"{name}_{n}"
+            if candidate.casefold() not in taken:
+                break
+        seen[key] = n
+        taken.add(candidate.casefold())
+        result.append(candidate)
+    return result
+
+
+def heading_warnings(headings: list[str], names: list[str]) -> list[Problem]:
+    """Say which headings the service will rename, so nobody is surprised by the table."""
+    warnings = []
+    for i, (heading, name) in enumerate(zip(headings, names), start=1):
+        if not heading.strip():
+            warnings.append(Problem("blank-heading", f"column {i} has no heading; it will be named {name!r}"))
+        elif heading.strip() != name:
+            warnings.append(
+                Problem(
+                    "repeated-heading",
+                    f"column {i} repeats the heading {heading.strip()!r}; it will be named {name!r}",
+                )
+            )
+    return warnings

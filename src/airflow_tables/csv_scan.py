@@ -1,0 +1,560 @@
+"""A streaming, quote-aware scan of a CSV file's structure, by the rules of :mod:`csv_rules`.
+
+Why a scan of its own and not :mod:`csv`: the stdlib reader builds every field as a
+Python object (4-5 s for 512 MiB), and the libraries that are faster hold hundreds of
+MiB or miss ragged rows (``../shared/bench/ANCHORS.md``). What the service cares about
+is structure: how many records, and whether every record has as many fields as the
+header. That can be checked a megabyte at a time with a handful of C-level bytes
+operations:
+
+1. cut the buffer at the last line break outside quotes (quote parity, counted on the
+   short tail only), so every block starts and ends at a record boundary;
+2. ``bytes.translate`` deletes every byte that is not a separator, a line break or a
+   quote, leaving a string about a tenth of the size;
+3. adjacent quote pairs carry no structure (an empty or separator-free quoted field,
+   a doubled quote) and are removed; the few quoted parts left are dropped by parity;
+4. what remains must equal ``(separator * (columns - 1) + newline) * records``.
+
+A block that fails the comparison (a ragged row, a blank line, a NUL byte, an open
+quote) is re-read exactly by :func:`csv_rules.iter_records`, which names the records
+and lines. Files over :data:`PARALLEL_MIN_BYTES` are split in two and the second half
+is scanned by a child process; if the split point turns out to lie inside a quoted
+field, the child's answer is thrown away and the scan simply goes on, so the result
+never depends on the split.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from airflow_tables import csv_rules
+from airflow_tables.csv_rules import Problem
+
+CHUNK_BYTES = 1024 * 1024
+#: A record longer than this is almost certainly an unclosed quote; stop rather than grow.
+MAX_RECORD_BYTES = 16 * 1024 * 1024
+PARALLEL_MIN_BYTES = 32 * 1024 * 1024
+#: The first bytes of every range are also read exactly, to catch quotes that are data.
+VERIFY_BYTES = 1024 * 1024
+#: How many ragged rows are listed one by one (the total is always counted).
+MAX_LISTED = 10
+
+_KEEP = {d: bytes([ord(d), 10, 13, 34]) for d in csv_rules.DELIMITERS}
+_DELETE = {d: bytes(b for b in range(256) if b not in keep) for d, keep in _KEEP.items()}
+
+
+@dataclass
+class RangeScan:
+    """What a scan of a byte range found; line and record numbers are relative to its start."""
+
+    records: int = 0
+    lines: int = 0
+    ragged_total: int = 0
+    ragged: list[tuple[int, int, int]] = field(default_factory=list)  # (record, line, fields)
+    problems: list[Problem] = field(default_factory=list)
+    stopped: bool = False  # an unrecoverable problem ended the scan early
+    resume_offset: int | None = None  # set when the range did not end on a record boundary
+    to_eof: bool = False  # the scan read exactly past its range, to the end of the file
+
+    def to_json(self) -> str:
+        data = dict(self.__dict__)
+        data["problems"] = [p.to_dict() for p in self.problems]
+        return json.dumps(data)
+
+    @classmethod
+    def from_json(cls, text: str) -> RangeScan:
+        data = json.loads(text)
+        data["problems"] = [Problem(**p) for p in data["problems"]]
+        data["ragged"] = [tuple(r) for r in data["ragged"]]
+        return cls(**data)
+
+    def absorb(self, other: RangeScan) -> None:
+        """Append a later range's findings, renumbering its records and lines."""
+        for record, line, fields in other.ragged:
+            if len(self.ragged) < MAX_LISTED:
+                self.ragged.append((record + self.records, line + self.lines, fields))
+        for p in other.problems:
+            if not any(q.code == p.code for q in self.problems):
+                self.problems.append(
+                    Problem(p.code, p.message, _shift(p.line, self.lines), _shift(p.record, self.records))
+                )
+        self.ragged_total += other.ragged_total
+        self.records += other.records
+        self.lines += other.lines
+        self.stopped = self.stopped or other.stopped
+        self.resume_offset = other.resume_offset
+        self.to_eof = other.to_eof
+
+
+def _shift(n: int | None, by: int) -> int | None:
+    return None if n is None else n + by
+
+
+def _first_boundary(buf: bytes, start: int = 0) -> int:
+    """Index just after the first line break outside quotes at or after ``start``, or -1."""
+    quotes = 0
+    pos = start
+    while True:
+        nl, cr = buf.find(b"\n", pos), buf.find(b"\r", pos)
+        if nl == -1 and cr == -1:
+            return -1
+        brk = cr if nl == -1 or (cr != -1 and cr < nl) else nl
+        quotes += buf.count(b'"', pos, brk)
+        end = brk + 1
+        if buf[brk] == 13:  # CR: a CRLF pair is one break; a CR at the end may be half of one
+            if end == len(buf):
+                return -1
+            if buf[end] == 10:
+                end += 1
+        if quotes % 2 == 0:
+            return end
+        pos = end
+
+
+def _last_boundary(buf: bytes, quotes: int) -> int:
+    """Index just after the last line break outside quotes, given the buffer's quote count; or -1."""
+    if b"\n" in buf:
+        brk, limit = b"\n", len(buf)
+    else:  # old Mac files break lines with CR alone; a CR at the very end may be half a CRLF
+        brk, limit = b"\r", len(buf) - 1
+    tail_quotes = 0
+    prev = len(buf)
+    while True:
+        cut = buf.rfind(brk, 0, min(prev, limit))
+        if cut == -1:
+            return -1
+        tail_quotes += buf.count(b'"', cut, prev)
+        prev = cut
+        if (quotes - tail_quotes) % 2 == 0:
+            return cut + 1
+        opening = buf.rfind(b'"', 0, cut)  # the line break is inside a quoted field
+        if opening == -1:
+            return -1
+        tail_quotes += buf.count(b'"', opening, prev)
+        prev = opening
+
+
+class _RangeReader:
+    """Scans a byte range block by block, falling back to an exact read when a block is not plain.
+
+    A block is *plain* when its skeleton matches the header's shape exactly. Anything
+    else (a ragged row, a blank line, a NUL byte, a quote in the middle of a field, a
+    quote left open) makes the rest of the range be read exactly, by
+    :class:`csv_rules.Records`, which is what names the records and lines. The exact
+    read goes on to the end of the file, because once a block was not plain its
+    end is no longer known to be a record boundary.
+    """
+
+    def __init__(self, delimiter: str, columns: int) -> None:
+        self.delimiter = delimiter
+        self.columns = columns
+        self.delete = _DELETE[delimiter]
+        self.line_pattern = delimiter.encode() * (columns - 1) + b"\n"
+        self.result = RangeScan()
+        self.utf8_ok = True
+
+    def skeleton(self, block: bytes) -> bytes:
+        return block.translate(None, self.delete)
+
+    def plain_block(self, block: bytes, skeleton: bytes, final: bool, verify: bool = False) -> bool:
+        """Account for ``block`` if it is plain and return True; otherwise change nothing.
+
+        ``verify`` also reads the block exactly and requires the same answer (see
+        :meth:`agrees_with_exact`); the scan does that for the first block of a range.
+        """
+        if b"\x00" in block:
+            return False
+        outside = skeleton
+        if b'"' in outside:
+            outside = outside.replace(b'""', b"")  # quoted parts with no structure inside
+            if b'"' in outside:
+                parts = outside.split(b'"')
+                if len(parts) % 2 == 0:
+                    return False  # a quote left open
+                outside = b"".join(parts[0::2])
+        if b"\r" in outside:
+            outside = outside.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        if final and block and not block.endswith((b"\n", b"\r")):
+            outside += b"\n"  # the last record needs no line break
+        records = outside.count(b"\n")
+        if outside != self.line_pattern * records:
+            return False
+        if self.columns == 1 and (
+            block[:1] in (b"\n", b"\r") or b"\n\n" in block or b"\n\r" in block or b"\r\r" in block
+        ):
+            return False  # one column: a blank line looks like a record until read exactly
+        if verify and not self.agrees_with_exact(block, records):
+            return False
+        self._check_utf8(block)
+        self.result.records += records
+        lines = skeleton.count(b"\n")
+        if b"\r" in skeleton:
+            lines += skeleton.count(b"\r") - skeleton.count(b"\r\n")
+        self.result.lines += lines
+        return True
+
+    def agrees_with_exact(self, block: bytes, records: int) -> bool:
+        """Whether an exact read of the range's first block finds what the fast scan found.
+
+        The fast scan pairs quotes wherever they stand; the service opens a quoted
+        field only at a field's start. On files that quote by the rules the two agree;
+        on files with quotes inside unquoted fields (inch marks, JSON, prose) they
+        usually disagree in the first block already, and the whole range is then read
+        exactly. Costs about 10 ms per range.
+        """
+        widths = [len(fields) for _, fields in csv_rules.parse_records(block.decode("latin-1"), self.delimiter)]
+        return len(widths) == records and all(w == self.columns for w in widths)
+
+    def exact_to_end(self, f, offset: int) -> None:
+        """Read records exactly from ``offset`` (a record boundary) to the end of the file."""
+        res = self.result
+        res.to_eof = True
+        first_line = res.lines + 1
+        records = csv_rules.Records(self._text_lines(f, offset), self.delimiter, first_line)
+        for line, fields in records:
+            res.records += 1
+            if len(fields) != self.columns:
+                res.ragged_total += 1
+                if len(res.ragged) < MAX_LISTED:
+                    res.ragged.append((res.records, line, len(fields)))
+        if records.unterminated_line is not None:
+            res.problems.append(
+                Problem(
+                    "unterminated-quote",
+                    "a quoted field starts in this record and is never closed, so everything after it "
+                    "is read as one cell. Add the closing double quote (or double any quote that is "
+                    'data: "").',
+                    line=records.unterminated_line,
+                    record=res.records,
+                )
+            )
+
+    def _text_lines(self, f, offset: int) -> Iterator[str]:
+        """The file's lines from ``offset`` as text, checking bytes on the way and counting lines."""
+        f.seek(offset)
+        carry = b""
+        while True:
+            data = f.read(CHUNK_BYTES)
+            buf = carry + data if carry else data
+            if not data:
+                block, carry = buf, b""
+            else:
+                cut = buf.rfind(b"\n")
+                if cut == -1:
+                    cut = buf.rfind(b"\r", 0, len(buf) - 1)
+                if cut == -1:
+                    carry = buf
+                    continue
+                block, carry = buf[: cut + 1], buf[cut + 1 :]
+            if block:
+                self._check_utf8(block)
+                self._check_nul(block)
+                text = block.decode("latin-1")  # one char per byte: structure is all ASCII
+                yield from io.StringIO(text, newline="")
+                self.result.lines += _breaks(block)
+            if not data:
+                return
+
+    def _check_nul(self, block: bytes) -> None:
+        at = block.find(b"\x00")
+        if at == -1 or any(p.code == "nul-byte" for p in self.result.problems):
+            return
+        line = self.result.lines + 1 + _breaks(block[:at])
+        self.result.problems.append(
+            Problem(
+                "nul-byte",
+                "contains a NUL byte (0x00): the file is binary, UTF-16 or damaged. "
+                "Export it again as a UTF-8 text CSV.",
+                line=line,
+            )
+        )
+
+    def _check_utf8(self, block: bytes) -> None:
+        if not self.utf8_ok or block.isascii():
+            return
+        try:
+            block.decode("utf-8")
+        except UnicodeDecodeError as err:
+            self.utf8_ok = False
+            line = self.result.lines + 1 + _breaks(block[: err.start])
+            self.result.problems.append(csv_rules.non_utf8_problem(line, block[err.start]))
+
+    def too_long(self) -> None:
+        self.result.stopped = True
+        self.result.problems.append(
+            Problem(
+                "record-too-long",
+                f"a record starts here and runs on for more than {MAX_RECORD_BYTES // 1024**2} MiB "
+                "without ending; most likely a quote is never closed. Check the quoting from this line on.",
+                line=self.result.lines + 1,
+            )
+        )
+
+
+def _breaks(data: bytes) -> int:
+    """Line breaks in ``data``: LF, CRLF and lone CR each count once."""
+    return data.count(b"\n") + data.count(b"\r") - data.count(b"\r\n")
+
+
+def scan_range(
+    path: str | os.PathLike, start: int, stop: int | None, delimiter: str, columns: int
+) -> RangeScan:
+    """Scan ``path`` from ``start`` (a record boundary) to ``stop`` (or the end).
+
+    With a ``stop``, the range must end on a record boundary; when it does not (the
+    split fell inside a quoted field), the result covers up to the last boundary and
+    ``resume_offset`` says where to go on from. When a block is not plain the scan goes
+    on exactly to the end of the file and ``to_eof`` is set.
+    """
+    reader = _RangeReader(delimiter, columns)
+    with open(path, "rb") as f:
+        f.seek(start)
+        pos = start
+        carry = b""
+        verified = 0
+        while True:
+            want = CHUNK_BYTES if stop is None else min(CHUNK_BYTES, stop - pos)
+            data = f.read(want) if want > 0 else b""
+            pos += len(data)
+            buf = carry + data if carry else data
+            offset = pos - len(buf)
+            skeleton = reader.skeleton(buf)
+            if stop is None and not data:
+                if not reader.plain_block(buf, skeleton, final=True, verify=verified < VERIFY_BYTES):
+                    reader.exact_to_end(f, offset)
+                return reader.result
+            if stop is not None and (pos >= stop or not data):
+                if buf and (skeleton.count(b'"') % 2 or not buf.endswith((b"\n", b"\r"))):
+                    reader.result.resume_offset = offset  # the range ends inside a record
+                elif not reader.plain_block(buf, skeleton, final=False, verify=verified < VERIFY_BYTES):
+                    reader.exact_to_end(f, offset)
+                return reader.result
+            cut = _last_boundary(buf, skeleton.count(b'"'))
+            if cut == -1:
+                if len(buf) > MAX_RECORD_BYTES:
+                    reader.too_long()
+                    return reader.result
+                carry = buf
+                continue
+            carry = buf[cut:]
+            if carry:
+                skeleton = skeleton[: len(skeleton) - len(reader.skeleton(carry))]
+            block = buf[:cut]
+            if not reader.plain_block(block, skeleton, final=False, verify=verified < VERIFY_BYTES):
+                reader.exact_to_end(f, offset)
+                return reader.result
+            verified += len(block)
+
+
+def split_point(path: str | os.PathLike, start: int, size: int) -> int | None:
+    """A line start near the middle of ``[start, size)`` to split the scan at, or None."""
+    middle = start + (size - start) // 2
+    with open(path, "rb") as f:
+        f.seek(middle)
+        head = f.read(CHUNK_BYTES)
+    nl = head.find(b"\n")
+    if nl == -1:
+        return None
+    return middle + nl + 1
+
+
+def scan_data(path: str | os.PathLike, start: int, size: int, delimiter: str, columns: int) -> RangeScan:
+    """Scan the records after the header, on two processes when the file is large."""
+    if size - start < PARALLEL_MIN_BYTES or (os.cpu_count() or 1) < 2:
+        return scan_range(path, start, None, delimiter, columns)
+    mid = split_point(path, start, size)
+    if mid is None or mid >= size:
+        return scan_range(path, start, None, delimiter, columns)
+    child = subprocess.Popen(
+        [sys.executable, "-m", "airflow_tables.csv_scan", os.fspath(path), str(mid), delimiter, str(columns)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+    )
+    try:
+        first = scan_range(path, start, mid, delimiter, columns)
+        if first.stopped or first.to_eof or first.resume_offset is not None:
+            child.kill()
+            child.wait()
+            if first.resume_offset is not None:
+                first.absorb(scan_range(path, first.resume_offset, None, delimiter, columns))
+                first.resume_offset = None
+            return first
+        out, _ = child.communicate()
+        if child.returncode != 0:  # the child died (out of memory, killed): do its half here
+            first.absorb(scan_range(path, mid, None, delimiter, columns))
+        else:
+            first.absorb(RangeScan.from_json(out.decode()))
+        return first
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+
+
+@dataclass
+class FileScan:
+    """Everything the rules say about one file: how the service will read it, and what is wrong."""
+
+    path: str
+    size_bytes: int
+    encoding: str = "utf-8"
+    delimiter: str = ","
+    line_terminator: str = "\n"
+    headings: list[str] = field(default_factory=list)
+    columns: list[str] = field(default_factory=list)
+    rows: int = 0
+    errors: list[Problem] = field(default_factory=list)
+    warnings: list[Problem] = field(default_factory=list)
+    data_offset: int = 0  # where the first record after the header starts
+
+
+def _line_terminator(head: bytes) -> str:
+    crlf = head.count(b"\r\n")
+    lf = head.count(b"\n") - crlf
+    cr = head.count(b"\r") - crlf
+    return max((crlf, "\r\n"), (lf, "\n"), (cr, "\r"))[1] if (crlf or lf or cr) else "\n"
+
+
+def read_header(f, offset: int, size: int) -> tuple[bytes, int, int]:
+    """Return the header record's bytes, the offset after it and its line number.
+
+    Blank lines before it are skipped, as they are everywhere. Reads only as far as the
+    header goes (at most :data:`MAX_RECORD_BYTES`).
+    """
+    f.seek(offset)
+    buf = b""
+    pos = 0
+    line = 1
+    want = csv_rules.SNIFF_BYTES
+    while True:
+        while True:
+            end = _first_boundary(buf, pos)
+            if end != -1 or len(buf) >= size - offset or len(buf) > MAX_RECORD_BYTES:
+                break
+            more = f.read(want)
+            if not more:
+                break
+            buf += more
+            want *= 2
+        record = buf[pos:] if end == -1 else buf[pos:end]
+        if record.strip(b"\r\n") or end == -1:
+            return record, offset + (len(buf) if end == -1 else end), line
+        line += record.count(b"\n") + record.count(b"\r") - record.count(b"\r\n")
+        pos = end
+
+
+def scan_file(
+    path: str | os.PathLike,
+    *,
+    max_columns: int = csv_rules.MAX_COLUMNS,
+    max_bytes: int = csv_rules.MAX_BYTES,
+) -> FileScan:
+    """Read ``path`` once, streaming, and report everything the service's rules say about it."""
+    path = os.fspath(path)
+    size = os.stat(path).st_size
+    scan = FileScan(path=path, size_bytes=size)
+    if (problem := csv_rules.check_file_name(path)) is not None:
+        scan.errors.append(problem)
+    if size > max_bytes:
+        scan.errors.append(
+            Problem(
+                "too-large",
+                f"the file is {size:,} bytes; the service takes at most {max_bytes:,} bytes "
+                f"({max_bytes / 1024**2:.0f} MiB). Split it or drop columns.",
+            )
+        )
+    with open(path, "rb") as f:
+        head = f.read(csv_rules.SNIFF_BYTES)
+        enc = csv_rules.sniff_encoding(head)
+        scan.encoding = enc.name
+        if enc.problems:  # say what the file holds all the same, so the fix is obvious
+            scan.errors.extend(enc.problems)
+            text = head[enc.bom_length :].decode(enc.name, errors="replace")
+            scan.delimiter = csv_rules.detect_delimiter(text)
+            first = next(iter(csv_rules.parse_records(text, scan.delimiter)), None)
+            scan.headings = first[1] if first else []
+            scan.columns = csv_rules.name_columns(scan.headings)
+            return scan
+        head = head[enc.bom_length :]
+        if not head.strip(b"\r\n"):
+            scan.errors.append(
+                Problem("empty-file", "the file is empty; the service needs at least a header row.", line=1)
+            )
+            return scan
+        sample = head.decode("utf-8", errors="replace")
+        scan.delimiter = csv_rules.detect_delimiter(sample)
+        scan.line_terminator = _line_terminator(head)
+        header, data_offset, header_line = read_header(f, enc.bom_length, size)
+    text = header.decode("utf-8", errors="replace")
+    records = csv_rules.parse_records(text, scan.delimiter, header_line)
+    first = next(iter(records), None)
+    scan.headings = first[1] if first else []
+    scan.columns = csv_rules.name_columns(scan.headings)
+    scan.data_offset = data_offset
+    scan.warnings.extend(csv_rules.heading_warnings(scan.headings, scan.columns))
+    if records.unterminated_line is not None:
+        scan.errors.append(
+            Problem(
+                "unterminated-quote",
+                "the header row opens a quote that is never closed. Add the closing double quote.",
+                line=header_line,
+                record=1,
+            )
+        )
+        return scan
+    if len(scan.columns) > max_columns:
+        scan.errors.append(
+            Problem(
+                "too-many-columns",
+                f"the header has {len(scan.columns):,} columns; the service takes at most {max_columns}. "
+                "Drop columns or split the file.",
+                line=header_line,
+                record=1,
+            )
+        )
+        return scan
+    data = scan_data(path, data_offset, size, scan.delimiter, len(scan.columns))
+    scan.rows = data.records
+    line_base = header_line + _breaks(header)
+    for p in data.problems:
+        scan.errors.append(Problem(p.code, p.message, _shift(p.line, line_base - 1), _shift(p.record, 1)))
+    if data.ragged_total:
+        scan.errors.append(_ragged_problem(data, len(scan.columns), line_base))
+    if not data.stopped and data.records == 0:
+        scan.warnings.append(Problem("no-rows", "the file has a header but no data rows; the table will be empty."))
+    return scan
+
+
+def _ragged_problem(data: RangeScan, columns: int, line_base: int) -> Problem:
+    listed = "; ".join(
+        f"record {record + 1} (line {line + line_base - 1}) has {fields} field{'s' if fields != 1 else ''}"
+        for record, line, fields in data.ragged
+    )
+    more = data.ragged_total - len(data.ragged)
+    tail = f"; and {more:,} more" if more > 0 else ""
+    first_record, first_line, _ = data.ragged[0]
+    return Problem(
+        "ragged-rows",
+        f"{data.ragged_total:,} {'rows do' if data.ragged_total != 1 else 'row does'} not have the header's {columns} "
+        f"fields: {listed}{tail}. Every row needs exactly {columns} fields; quote fields that contain the "
+        "separator or a line break.",
+        line=first_line + line_base - 1,
+        record=first_record + 1,
+    )
+
+
+def _worker_main(argv: list[str]) -> int:
+    path, start, delimiter, columns = argv[0], int(argv[1]), argv[2], int(argv[3])
+    sys.stdout.write(scan_range(path, start, None, delimiter, columns).to_json())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_worker_main(sys.argv[1:]))
