@@ -236,30 +236,12 @@ class _RangeReader:
             )
 
     def _text_lines(self, f, offset: int) -> Iterator[str]:
-        """The file's lines from ``offset`` as text, checking bytes on the way and counting lines."""
-        f.seek(offset)
-        carry = b""
-        while True:
-            data = f.read(CHUNK_BYTES)
-            buf = carry + data if carry else data
-            if not data:
-                block, carry = buf, b""
-            else:
-                cut = buf.rfind(b"\n")
-                if cut == -1:
-                    cut = buf.rfind(b"\r", 0, len(buf) - 1)
-                if cut == -1:
-                    carry = buf
-                    continue
-                block, carry = buf[: cut + 1], buf[cut + 1 :]
-            if block:
-                self._check_utf8(block)
-                self._check_nul(block)
-                text = block.decode("latin-1")  # one char per byte: structure is all ASCII
-                yield from io.StringIO(text, newline="")
-                self.result.lines += _breaks(block)
-            if not data:
-                return
+        """The file's lines from ``offset``, checking each block's bytes and counting its lines."""
+        for block in byte_blocks(f, offset):
+            self._check_utf8(block)
+            self._check_nul(block)
+            yield from io.StringIO(block.decode("latin-1"), newline="")  # one char per byte
+            self.result.lines += _breaks(block)
 
     def _check_nul(self, block: bytes) -> None:
         at = block.find(b"\x00")
@@ -295,6 +277,42 @@ class _RangeReader:
                 line=self.result.lines + 1,
             )
         )
+
+
+def byte_blocks(f, offset: int) -> Iterator[bytes]:
+    """Blocks of about :data:`CHUNK_BYTES` from ``offset`` on, each ending after a line break (but the last)."""
+    f.seek(offset)
+    carry = b""
+    while True:
+        data = f.read(CHUNK_BYTES)
+        buf = carry + data if carry else data
+        if not data:
+            if buf:
+                yield buf
+            return
+        cut = buf.rfind(b"\n")
+        if cut == -1:
+            cut = buf.rfind(b"\r", 0, len(buf) - 1)  # a CR at the very end may be half a CRLF
+        if cut == -1:
+            carry = buf
+            continue
+        carry = buf[cut + 1 :]
+        yield buf[: cut + 1]
+
+
+def data_records(scan: FileScan) -> Iterator[tuple[int, list[str]]]:
+    """Stream ``(line, fields)`` for the records after the header of a scanned file.
+
+    Fields are decoded as UTF-8 (bad bytes replaced); this is how the emulator reads
+    the values of a file it accepted, by the very rules the validator checked.
+    """
+    with open(scan.path, "rb") as f:
+        lines = (
+            line
+            for block in byte_blocks(f, scan.data_offset)
+            for line in io.StringIO(block.decode("utf-8", errors="replace"), newline="")
+        )
+        yield from csv_rules.Records(lines, scan.delimiter, scan.data_line)
 
 
 def _breaks(data: bytes) -> int:
@@ -413,6 +431,7 @@ class FileScan:
     errors: list[Problem] = field(default_factory=list)
     warnings: list[Problem] = field(default_factory=list)
     data_offset: int = 0  # where the first record after the header starts
+    data_line: int = 2  # the line it starts on
 
 
 def _line_terminator(head: bytes) -> str:
@@ -523,6 +542,7 @@ def scan_file(
     data = scan_data(path, data_offset, size, scan.delimiter, len(scan.columns))
     scan.rows = data.records
     line_base = header_line + _breaks(header)
+    scan.data_line = line_base
     for p in data.problems:
         scan.errors.append(Problem(p.code, p.message, _shift(p.line, line_base - 1), _shift(p.record, 1)))
     if data.ragged_total:
