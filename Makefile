@@ -1,0 +1,22 @@
+# The two commands the README opens with, and the rest.
+# Every target sets itself up first (scripts/setup.sh): a fresh machine needs only Python 3.10+.
+
+PY := .venv/bin/python
+
+.PHONY: demo test bench lint setup
+
+setup:
+	@scripts/setup.sh
+
+demo: setup
+	@$(PY) scripts/demo.py
+
+test: setup
+	@scripts/test.sh
+
+bench: setup
+	@$(PY) benchmarks/run_all.py
+
+lint: setup
+	@.venv/bin/ruff check src tests dags benchmarks
+	@.venv/bin/ruff format --check src tests dags benchmarks

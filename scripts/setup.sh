@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Set up the project's environment from nothing but Python 3.10+: install uv if it is
+# missing (from PyPI), then the locked dependencies into .venv, bytecode compiled
+# (PYTHONDONTWRITEBYTECODE may be set on the machine; without compiled bytecode
+# Airflow's start-up takes twice as long).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v uv >/dev/null 2>&1; then
+  if [ ! -x "$HOME/.local/bin/uv" ]; then
+    echo "setup: installing uv from PyPI" >&2
+    python3 -m pip install --quiet --user uv 2>/dev/null || python3 -m pip install --quiet uv
+  fi
+  export PATH="$HOME/.local/bin:$PATH"
+fi
+command -v uv >/dev/null 2>&1 || { echo "setup: uv could not be installed" >&2; exit 1; }
+
+uv sync --frozen --extra dev --compile-bytecode --quiet
