@@ -275,7 +275,7 @@ def name_columns(headings: list[str]) -> list[str]:
 def heading_warnings(headings: list[str], names: list[str]) -> list[Problem]:
     """Say which headings the service will rename, so nobody is surprised by the table."""
     warnings = []
-    for i, (heading, name) in enumerate(zip(headings, names), start=1):
+    for i, (heading, name) in enumerate(zip(headings, names, strict=True), start=1):
         if not heading.strip():
             warnings.append(Problem("blank-heading", f"column {i} has no heading; it will be named {name!r}"))
         elif heading.strip() != name:
