@@ -10,10 +10,77 @@ __version__ = "0.1.0"
 
 
 def get_provider_info() -> dict:
-    """Describe the provider to Airflow: a literal dict, importing nothing."""
+    """Describe the provider to Airflow: a literal dict, importing nothing.
+
+    ``conn-fields`` and ``ui-field-behaviour`` let Airflow 3.2+ draw the connection form
+    without importing the hook; the hook serves the same data to older versions.
+    """
     return {
         "package-name": "airflow-tables",
         "name": "Data Tables",
         "description": "Validate, import, replace, wait for and delete Data Tables Service tables.",
         "versions": [__version__],
+        "integrations": [{"integration-name": "Data Tables Service", "tags": ["service"]}],
+        "operators": [
+            {"integration-name": "Data Tables Service", "python-modules": ["airflow_tables.operators.tables"]}
+        ],
+        "sensors": [{"integration-name": "Data Tables Service", "python-modules": ["airflow_tables.sensors.tables"]}],
+        "triggers": [{"integration-name": "Data Tables Service", "python-modules": ["airflow_tables.triggers.tables"]}],
+        "hooks": [{"integration-name": "Data Tables Service", "python-modules": ["airflow_tables.hooks.tables"]}],
+        "extra-links": ["airflow_tables.links.DataTablesTableLink"],
+        "asset-uris": [
+            {
+                "schemes": ["datatables"],
+                "handler": "airflow_tables.assets.sanitize_uri",
+                "factory": "airflow_tables.assets.create_asset",
+            }
+        ],
+        "connection-types": [
+            {
+                "connection-type": "datatables",
+                "hook-class-name": "airflow_tables.hooks.tables.DataTablesHook",
+                "hook-name": "Data Tables",
+                "conn-fields": {
+                    "project_id": {
+                        "label": "Default department (ProjectID)",
+                        "description": "Used when a task does not name a department; also checked by Test.",
+                        "schema": {"type": ["string", "null"]},
+                    },
+                    "timeout": {
+                        "label": "Timeout (seconds)",
+                        "description": "Per request; an upload's timeout applies to each read and write.",
+                        "schema": {"type": ["number", "null"], "default": 60, "exclusiveMinimum": 0},
+                    },
+                    "max_retries": {
+                        "label": "Max retries",
+                        "description": "Retries after the first attempt for reads and deletes; "
+                        "an import is retried only when it never reached the service.",
+                        "schema": {"type": ["integer", "null"], "default": 5, "minimum": 0},
+                    },
+                    "verify": {
+                        "label": "Verify TLS",
+                        "description": "true (default), false, or the path of a CA bundle file.",
+                        "schema": {"type": ["string", "null"], "default": "true"},
+                    },
+                    "app_url": {
+                        "label": "Web application URL",
+                        "description": "Where people open tables; used for links in the Airflow UI.",
+                        "schema": {"type": ["string", "null"]},
+                    },
+                },
+                "ui-field-behaviour": {
+                    "hidden-fields": ["schema", "port", "login", "extra"],
+                    "relabeling": {"host": "Base URL", "password": "API key"},
+                    "placeholders": {
+                        "host": "https://tables.example.com",
+                        "password": "the X-API-Key from the application's API access page",
+                        "project_id": "a ProjectID from the API access page",
+                        "timeout": "60",
+                        "max_retries": "5",
+                        "verify": "true",
+                        "app_url": "https://app.tables.example.com",
+                    },
+                },
+            }
+        ],
     }

@@ -3,7 +3,7 @@
 Standard library only, so that importing the validator stays cheap. Every
 :class:`DataTablesError` carries the HTTP ``status_code`` (``None`` when no
 response arrived) and the service's own ``Msg``; none of them ever holds the
-API key.
+API key (the hook scrubs it from anything the service or a proxy sends back).
 """
 
 from __future__ import annotations
@@ -15,20 +15,52 @@ if TYPE_CHECKING:
 
 
 class DataTablesError(Exception):
-    """The service refused a request, or its answer could not be understood."""
+    """The service refused a request, or its answer could not be understood.
 
-    def __init__(self, msg: str, status_code: int | None = None, *, method: str = "", url: str = "") -> None:
-        self.msg = msg
-        self.status_code = status_code
+    Built as ``DataTablesError(status_code, msg)``; the older ``DataTablesError(msg, status_code)``
+    order is still accepted.
+    """
+
+    def __init__(
+        self, status_code: int | str | None, msg: str | int | None = "", *, method: str = "", url: str = ""
+    ) -> None:
+        if isinstance(status_code, str):  # the older (msg, status_code) order
+            status_code, msg = msg if isinstance(msg, int) else None, status_code
+        self.status_code: int | None = status_code
+        self.msg: str = str(msg or "")
         self.method = method
         self.url = url
         where = f"{method} {url} " if method else ""
         status = f"HTTP {status_code}" if status_code is not None else "no response"
-        super().__init__(f"{where}failed ({status}): {msg}")
+        super().__init__(f"{where}failed ({status}): {self.msg}")
+
+    def __reduce__(self):
+        # Keep the status, the message and the request when an error crosses a process boundary.
+        return (
+            _rebuild,
+            (type(self), self.status_code, self.msg, self.method, self.url),
+            dict(self.__dict__),
+        )
+
+
+def _rebuild(cls: type[DataTablesError], status_code, msg, method, url) -> DataTablesError:
+    return cls(status_code, msg, method=method, url=url)
+
+
+class DataTablesBadRequestError(DataTablesError):
+    """400: a malformed request (a missing field, a name not ending in .csv, a bad CardID)."""
 
 
 class DataTablesPermissionError(DataTablesError):
     """403: the API key may not do this in the department (deleting needs 'manage data')."""
+
+
+class DataTablesAuthenticationError(DataTablesPermissionError):
+    """401: the API key is missing or unknown to the service."""
+
+
+class DataTablesCreditsError(DataTablesError):
+    """402: the organisation has no import credit left."""
 
 
 class DataTablesNotFoundError(DataTablesError):
@@ -41,6 +73,32 @@ class DataTablesConflictError(DataTablesError):
 
 class DataTablesLockedError(DataTablesConflictError):
     """A delete was refused because the table's ``LockedFromDelete`` is true."""
+
+
+class DataTablesRejectedFileError(DataTablesError):
+    """413, 415 or 422: the service refused the file itself (too large, wrong media type, CSV rules)."""
+
+
+class DataTablesRateLimitedError(DataTablesError):
+    """429: too many requests; ``retry_after`` is the wait the service asked for, in seconds, if any."""
+
+    retry_after: float | None = None
+
+
+class DataTablesServerError(DataTablesError):
+    """5xx: the service (or a proxy in front of it) failed; ``retry_after`` as for 429."""
+
+    retry_after: float | None = None
+
+
+class DataTablesConnectionError(DataTablesError):
+    """No answer: the connection failed, was dropped, or timed out.
+
+    ``request_sent`` is false only when the connection was never made, so the
+    service certainly did not receive the request.
+    """
+
+    request_sent: bool = True
 
 
 class DataTablesUploadFailedError(DataTablesError):

@@ -1,0 +1,1 @@
+"""The Data Tables Service client (:mod:`airflow_tables.hooks.tables`) and the table status type."""

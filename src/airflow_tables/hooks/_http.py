@@ -1,0 +1,297 @@
+"""What goes on the wire and what an answer means, shared by the sync (requests) and async (httpx) clients.
+
+Three decisions live here and only here: how a request is built (base URL,
+percent-encoded id segments, the ``X-API-Key`` header), what a response means
+(envelope, status code, typed error, a proxy's HTML page) and when a failure is
+retried (which errors are transient, exponential backoff with full jitter,
+``Retry-After``). The clients only move bytes.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import itertools
+import json
+import logging
+import random
+import re
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, TypeVar
+from urllib.parse import quote, urlsplit, urlunsplit
+
+from airflow_tables import __version__
+from airflow_tables.exceptions import (
+    DataTablesAuthenticationError,
+    DataTablesBadRequestError,
+    DataTablesConflictError,
+    DataTablesConnectionError,
+    DataTablesCreditsError,
+    DataTablesError,
+    DataTablesNotFoundError,
+    DataTablesPermissionError,
+    DataTablesRateLimitedError,
+    DataTablesRejectedFileError,
+    DataTablesServerError,
+)
+
+T = TypeVar("T")
+
+API_VERSION = "v1.0"
+DEFAULT_TIMEOUT = 60.0
+DEFAULT_MAX_RETRIES = 5
+ENVELOPE = ("Msg", "ExecTime")
+TRANSIENT_STATUSES = frozenset({429, 500, 502, 503, 504})
+CARD_ID = re.compile(r"CRD-[0-9A-Za-z][0-9A-Za-z_-]*\Z")
+ERRORS: dict[int, type[DataTablesError]] = {
+    400: DataTablesBadRequestError,
+    401: DataTablesAuthenticationError,
+    402: DataTablesCreditsError,
+    403: DataTablesPermissionError,
+    404: DataTablesNotFoundError,
+    409: DataTablesConflictError,
+    413: DataTablesRejectedFileError,
+    415: DataTablesRejectedFileError,
+    422: DataTablesRejectedFileError,
+    429: DataTablesRateLimitedError,
+}
+USER_AGENT = f"airflow-tables/{__version__}"
+_TRUE = {"true", "1", "yes", "on"}
+_FALSE = {"false", "0", "no", "off"}
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Request:
+    """One request, ready for either client; its repr leaves the headers (the key) out."""
+
+    method: str
+    url: str
+    headers: dict[str, str] = field(repr=False)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """A Data Tables connection, resolved and checked; its repr leaves the API key out."""
+
+    base_url: str
+    api_key: str = field(repr=False)
+    timeout: float = DEFAULT_TIMEOUT
+    verify: bool | str = True
+    max_retries: int = DEFAULT_MAX_RETRIES
+    project_id: str | None = None
+    app_url: str | None = None
+
+    @classmethod
+    def from_connection(cls, conn: Any) -> Settings:
+        """Read an Airflow connection: ``host`` the base URL, ``password`` the key, the rest from extras."""
+        if not conn.password:
+            raise ValueError(f"Connection {conn.conn_id!r} has no API key: put it in the password field.")
+        raw = conn.extra_dejson or {}
+        # Forms of older Airflow versions stored fields as extra__datatables__<name>.
+        extra = {k.removeprefix("extra__datatables__"): v for k, v in raw.items()}
+        return cls(
+            base_url=_base_url(conn.host, conn.port, conn.conn_id),
+            api_key=conn.password,
+            timeout=_number(extra.get("timeout"), DEFAULT_TIMEOUT, "timeout", float, minimum=0.001),
+            verify=_verify(extra.get("verify")),
+            max_retries=_number(extra.get("max_retries"), DEFAULT_MAX_RETRIES, "max_retries", int, minimum=0),
+            project_id=str(extra["project_id"]) if extra.get("project_id") not in (None, "") else None,
+            app_url=extra.get("app_url") or None,
+        )
+
+    def request(self, method: str, *segments: str) -> Request:
+        """Build a request to ``{base_url}/v1.0/{segments}``; each segment is already encoded."""
+        headers = {"X-API-Key": self.api_key, "Accept": "application/json", "User-Agent": USER_AGENT}
+        return Request(method, "/".join([self.base_url, API_VERSION, *segments]), headers)
+
+    def scrub(self, text: str) -> str:
+        """Remove the key from text that came from elsewhere (an error body may echo a header)."""
+        return text.replace(self.api_key, "***") if self.api_key else text
+
+
+def _base_url(host: str | None, port: int | None, conn_id: str) -> str:
+    host = (host or "").strip()
+    if not host:
+        raise ValueError(f"Connection {conn_id!r} has no host: set it to the service's base URL.")
+    parts = urlsplit(host if "://" in host else f"https://{host}")
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
+        raise ValueError(
+            f"Connection {conn_id!r}: host must be a base URL such as https://tables.example.com "
+            "(http or https, no query)."
+        )
+    if parts.username or parts.password:
+        raise ValueError(f"Connection {conn_id!r}: put no credentials in the host; the key goes in password.")
+    netloc = parts.netloc if port is None or parts.port is not None else f"{parts.netloc}:{port}"
+    return urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))
+
+
+def _number(value: Any, default: float, name: str, kind: type, *, minimum: float) -> Any:
+    if value in (None, ""):
+        return kind(default)
+    try:
+        number = kind(value)
+    except (TypeError, ValueError):
+        number = None
+    if number is None or number < minimum or isinstance(value, bool):
+        raise ValueError(f"Connection extra {name!r} must be a {kind.__name__} >= {minimum}, not {value!r}.")
+    return number
+
+
+def _verify(value: Any) -> bool | str:
+    """``verify``: true (default), false, or the path of a CA bundle."""
+    if value in (None, ""):
+        return True
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip()
+    if text.lower() in _TRUE | _FALSE:
+        return text.lower() in _TRUE
+    return text
+
+
+def segment(value: str, name: str) -> str:
+    """Percent-encode an id as one path segment, so ``/``, ``?``, ``#``, ``%2F`` cannot change the URL."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    if not isinstance(value, str) or not value.strip() or value in (".", ".."):
+        raise ValueError(f"{name} must be a non-empty id, not {value!r}.")
+    return quote(value, safe="")
+
+
+def card_segment(card_id: str) -> str:
+    """Check the shape the service gives CardIDs (``CRD-`` and a UUID-like token), then encode it."""
+    if not isinstance(card_id, str) or not CARD_ID.match(card_id):
+        raise ValueError(f"card_id {card_id!r} is not a CardID: the service's ids are 'CRD-' followed by a UUID.")
+    return segment(card_id, "card_id")
+
+
+def interpret(settings: Settings, req: Request, status: int, headers: Mapping[str, str], content: bytes) -> dict:
+    """Decide what a response means: the body without its envelope, or a typed :class:`DataTablesError`."""
+    body = _json_object(content)
+    if 200 <= status < 300 and body is not None and body.get("Msg") == "OK" and body.get("Success") is not False:
+        return {k: v for k, v in body.items() if k not in ENVELOPE}
+    if 300 <= status < 400:
+        msg = (
+            f"unexpected redirect to {headers.get('Location') or '(no Location)'}; "
+            "set the connection's host to the service's final base URL"
+        )
+    elif body is not None and isinstance(body.get("Msg"), str):
+        msg = body["Msg"]
+    else:
+        kind = "non-JSON" if body is None else "malformed"
+        msg = f"{kind} response ({headers.get('Content-Type') or 'no content type'}): {_excerpt(content)!r}"
+    cls = ERRORS.get(status) or (DataTablesServerError if status >= 500 else DataTablesError)
+    error = cls(status, settings.scrub(msg), method=req.method, url=req.url)
+    if status in TRANSIENT_STATUSES:
+        error.retry_after = parse_retry_after(headers.get("Retry-After"))
+    raise error
+
+
+def connection_error(settings: Settings, req: Request, exc: BaseException, *, sent: bool) -> DataTablesConnectionError:
+    """No answer came: say why, without the key, and whether the request may have reached the service."""
+    what = "could not connect" if not sent else "no answer (the request may have reached the service)"
+    error = DataTablesConnectionError(
+        None,
+        settings.scrub(f"{what}: {type(exc).__name__}: {_excerpt(str(exc).encode(), 300)}"),
+        method=req.method,
+        url=req.url,
+    )
+    error.request_sent = sent
+    return error
+
+
+def _json_object(content: bytes) -> dict | None:
+    try:
+        body = json.loads(content)
+    except ValueError:
+        return None
+    return body if isinstance(body, dict) else None
+
+
+def _excerpt(content: bytes, limit: int = 200) -> str:
+    text = re.sub(r"<[^>]*>", " ", content[: limit * 8].decode("utf-8", errors="replace"))
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    """``Retry-After`` in seconds: a number of seconds or an HTTP date."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """When to try again: transient failures only, exponential backoff with full jitter, ``Retry-After``.
+
+    ``idempotent`` requests (GET, DELETE) are retried on 429, 500, 502, 503, 504 and on
+    connection failures; the paid import only when the connection was never made.
+    """
+
+    max_retries: int
+    backoff_base: float = 1.0
+    backoff_max: float = 60.0
+    max_retry_after: float = 300.0
+    logger: logging.Logger = field(default=log, repr=False, compare=False)
+
+    def wait(self, attempt: int, error: DataTablesError, *, idempotent: bool) -> float | None:
+        """Seconds to wait before retry number ``attempt + 1``, or ``None`` to give up and raise."""
+        if attempt >= self.max_retries:
+            return None
+        if isinstance(error, DataTablesConnectionError):
+            transient = idempotent or not error.request_sent
+        else:
+            transient = idempotent and error.status_code in TRANSIENT_STATUSES
+        if not transient:
+            return None
+        retry_after = getattr(error, "retry_after", None)
+        if retry_after is not None:
+            return retry_after if retry_after <= self.max_retry_after else None
+        return random.uniform(0, min(self.backoff_max, self.backoff_base * 2**attempt))
+
+    def _next(self, attempt: int, error: DataTablesError, idempotent: bool) -> float | None:
+        wait = self.wait(attempt, error, idempotent=idempotent)
+        if wait is not None:
+            self.logger.warning("%s; retry %d of %d in %.2f s", error, attempt + 1, self.max_retries, wait)
+        return wait
+
+    def run(self, send: Callable[[], T], *, idempotent: bool) -> T:
+        """Call ``send`` until it returns, or fails in a way that must not be retried."""
+        for attempt in itertools.count():
+            try:
+                return send()
+            except DataTablesError as error:
+                wait = self._next(attempt, error, idempotent)
+                if wait is None:
+                    raise
+            time.sleep(wait)
+        raise AssertionError("unreachable")
+
+    async def arun(self, send: Callable[[], Awaitable[T]], *, idempotent: bool) -> T:
+        """:meth:`run` for coroutines: the same decisions, sleeping without blocking the event loop."""
+        import asyncio
+
+        for attempt in itertools.count():
+            try:
+                return await send()
+            except DataTablesError as error:
+                wait = self._next(attempt, error, idempotent)
+                if wait is None:
+                    raise
+            await asyncio.sleep(wait)
+        raise AssertionError("unreachable")

@@ -1,0 +1,437 @@
+"""The Data Tables Service client: auth, retries and every endpoint, sync (requests) and async (httpx).
+
+Request building, response interpretation and the retry policy live in
+:mod:`airflow_tables.hooks._http`, shared by both clients; this module only moves
+bytes and knows the endpoints.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from typing import TYPE_CHECKING, Any
+
+import requests
+from airflow.sdk import BaseHook
+
+from airflow_tables.exceptions import (
+    DataTablesAuthenticationError,
+    DataTablesConflictError,
+    DataTablesConnectionError,
+    DataTablesError,
+    DataTablesImportUncertainError,
+    DataTablesLockedError,
+    DataTablesNotFoundError,
+    DataTablesPermissionError,
+    DataTablesServerError,
+    DataTablesTimeoutError,
+    DataTablesUploadFailedError,
+)
+from airflow_tables.hooks._http import (
+    CARD_ID,
+    Request,
+    RetryPolicy,
+    Settings,
+    card_segment,
+    connection_error,
+    interpret,
+    segment,
+)
+from airflow_tables.hooks._multipart import MultipartFile
+from airflow_tables.hooks.status import TableStatus, find_summary
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+# Errors from requests that mean "no usable answer"; anything else is a bug and propagates as is.
+_NO_ANSWER = (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError)
+_PROBE_PROJECT = "airflow-connection-test"
+
+
+def _no_answer(settings: Settings, req: Request, exc: requests.RequestException) -> DataTablesConnectionError:
+    """Say why no answer came; "never sent" only when no connection was made (refused, name, TLS check)."""
+    import ssl
+
+    import urllib3.exceptions
+
+    reason = getattr(exc.args[0], "reason", None) if exc.args else None
+    cause = reason.args[0] if reason is not None and reason.args else None
+    never_sent = (
+        isinstance(exc, requests.ConnectTimeout)
+        or isinstance(reason, urllib3.exceptions.NewConnectionError)
+        or isinstance(cause, ssl.SSLCertVerificationError)  # the handshake comes before any byte of HTTP
+    )
+    return connection_error(settings, req, reason or exc, sent=not never_sent)
+
+
+def _options(settings: Settings, req: Request) -> dict[str, Any]:
+    # verify goes with each request: requests lets REQUESTS_CA_BUNDLE override a Session's verify.
+    return {"headers": req.headers, "timeout": settings.timeout, "verify": settings.verify, "allow_redirects": False}
+
+
+class DataTablesHook(BaseHook):
+    """Talk to the Data Tables Service with the API key of an Airflow connection.
+
+    :param datatables_conn_id: a ``datatables`` connection: ``host`` the base URL, ``password``
+        the API key, extras ``timeout``, ``verify``, ``max_retries``, ``project_id``, ``app_url``.
+    :param backoff_base: seconds; retry *n* waits a random time up to ``backoff_base * 2**n``
+        (capped at ``backoff_max``) unless the service sends ``Retry-After``.
+    """
+
+    conn_name_attr = "datatables_conn_id"
+    default_conn_name = "datatables_default"
+    conn_type = "datatables"
+    hook_name = "Data Tables"
+
+    def __init__(
+        self,
+        datatables_conn_id: str = default_conn_name,
+        *,
+        backoff_base: float = 1.0,
+        backoff_max: float = 60.0,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.datatables_conn_id = datatables_conn_id
+        self.backoff_base = backoff_base
+        self.backoff_max = backoff_max
+        self._settings: Settings | None = None
+        self._session: requests.Session | None = None
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(datatables_conn_id={self.datatables_conn_id!r})"
+
+    # -- connection -------------------------------------------------------------------------
+
+    @property
+    def settings(self) -> Settings:
+        """The connection, resolved once (blocking: do not use on an event loop, see :meth:`asettings`)."""
+        if self._settings is None:
+            self._settings = Settings.from_connection(self.get_connection(self.datatables_conn_id))
+        return self._settings
+
+    async def asettings(self) -> Settings:
+        """The connection, resolved without blocking the event loop (for triggers)."""
+        if self._settings is None:
+            aget = getattr(self, "aget_connection", None)
+            if aget is not None:
+                conn = await aget(self.datatables_conn_id)
+            else:  # Airflow before aget_connection: run the blocking lookup in a thread
+                from asgiref.sync import sync_to_async
+
+                conn = await sync_to_async(self.get_connection)(self.datatables_conn_id)
+            self._settings = Settings.from_connection(conn)
+        return self._settings
+
+    def get_conn(self) -> requests.Session:
+        """The requests Session for reads and deletes (key and TLS options go with each request)."""
+        if self._session is None:
+            self._session = requests.Session()
+        return self._session
+
+    def _policy(self, settings: Settings, retries: int | None = None) -> RetryPolicy:
+        return RetryPolicy(
+            settings.max_retries if retries is None else retries,
+            backoff_base=self.backoff_base,
+            backoff_max=self.backoff_max,
+            logger=self.log,
+        )
+
+    @staticmethod
+    def _project(settings: Settings, project_id: str | None) -> str:
+        project = project_id if project_id not in (None, "") else settings.project_id
+        if project is None:
+            raise ValueError("No project_id given and the connection has no 'project_id' extra: name a department.")
+        segment(project, "project_id")  # the same check for the form field as for a path
+        return str(project)
+
+    def _cards_request(
+        self, settings: Settings, method: str, project_id: str | None, card_id: str | None = None
+    ) -> Request:
+        segments = ["projects", segment(self._project(settings, project_id), "project_id"), "cards"]
+        if card_id is not None:
+            segments.append(card_segment(card_id))
+        return settings.request(method, *segments)
+
+    # -- sync transport ---------------------------------------------------------------------
+
+    def _call(
+        self, method: str, project_id: str | None, card_id: str | None = None, *, retries: int | None = None
+    ) -> dict:
+        """Send a GET or DELETE with retries; a 404 after a DELETE that may have landed means it did."""
+        settings, session = self.settings, self.get_conn()
+        req = self._cards_request(settings, method, project_id, card_id)
+        may_have_landed = False
+
+        def send() -> dict:
+            nonlocal may_have_landed
+            try:
+                resp = session.request(req.method, req.url, **_options(settings, req))
+            except _NO_ANSWER as exc:
+                error = _no_answer(settings, req, exc)
+                may_have_landed |= error.request_sent
+                raise error from exc
+            try:
+                return interpret(settings, req, resp.status_code, resp.headers, resp.content)
+            except DataTablesServerError:
+                may_have_landed = True
+                raise
+            except DataTablesNotFoundError:
+                if req.method == "DELETE" and may_have_landed:
+                    self.log.info("%s %s: gone now, so the earlier attempt deleted it", req.method, req.url)
+                    return {}
+                raise
+
+        return self._policy(settings, retries).run(send, idempotent=True)
+
+    # -- async transport (the trigger) ------------------------------------------------------
+
+    async def _acall(self, method: str, project_id: str | None, card_id: str | None = None) -> dict:
+        import httpx
+
+        settings = await self.asettings()
+        req = self._cards_request(settings, method, project_id, card_id)
+        verify = settings.verify
+        if isinstance(verify, str):  # httpx wants an SSLContext for a CA bundle
+            import ssl
+
+            verify = ssl.create_default_context(cafile=verify)
+        async with httpx.AsyncClient(verify=verify, timeout=settings.timeout, follow_redirects=False) as client:
+
+            async def send() -> dict:
+                try:
+                    resp = await client.request(req.method, req.url, headers=req.headers)
+                except httpx.TransportError as exc:
+                    sent = not isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout))
+                    raise connection_error(settings, req, exc, sent=sent) from exc
+                return interpret(settings, req, resp.status_code, resp.headers, resp.content)
+
+            return await self._policy(settings).arun(send, idempotent=True)
+
+    # -- endpoints --------------------------------------------------------------------------
+
+    @staticmethod
+    def _cards_of(body: dict) -> list[dict]:
+        cards = body.get("Cards")
+        if not isinstance(cards, list) or not all(isinstance(c, dict) for c in cards):
+            raise DataTablesError(200, "malformed list of tables: no 'Cards' array of objects")
+        return cards
+
+    def list_cards(self, project_id: str | None = None) -> list[dict]:
+        """List the department's tables (summaries) the key can see; no credit is used."""
+        return self._cards_of(self._call("GET", project_id))
+
+    async def a_list_cards(self, project_id: str | None = None) -> list[dict]:
+        """:meth:`list_cards` without blocking the event loop."""
+        return self._cards_of(await self._acall("GET", project_id))
+
+    def get_card(self, project_id: str | None, card_id: str) -> dict:
+        """Fetch one table's detail (summary, ``Description``, ``Columns``) without the envelope."""
+        return self._call("GET", project_id, card_id)
+
+    async def a_get_card(self, project_id: str | None, card_id: str) -> dict:
+        """:meth:`get_card` without blocking the event loop."""
+        return await self._acall("GET", project_id, card_id)
+
+    def delete_card(self, project_id: str | None, card_id: str) -> None:
+        """Delete a table for good; :class:`DataTablesLockedError` when a live connection feeds it."""
+        try:
+            self._call("DELETE", project_id, card_id)
+        except DataTablesConflictError as conflict:
+            try:
+                locked = self.get_card(project_id, card_id).get("LockedFromDelete") is True
+            except DataTablesError:
+                locked = False
+            if locked:
+                raise DataTablesLockedError(
+                    409,
+                    f"{conflict.msg} (LockedFromDelete is true: a live connection feeds this table)",
+                    method=conflict.method,
+                    url=conflict.url,
+                ) from None
+            raise
+
+    def import_csv(self, project_id: str | None, file_path: str | os.PathLike, card_id: str | None = None) -> str:
+        """Upload a CSV as a new table, or as ``card_id``'s new data; return the CardID. Costs one credit.
+
+        The file is streamed (never held in memory) and sent at most once: it is re-sent
+        only when the connection was refused, so the service cannot have seen it. Any
+        other failure after sending raises :class:`DataTablesImportUncertainError`.
+        """
+        path = os.fspath(file_path)
+        if not os.path.isfile(path):
+            what = "is not a file" if os.path.exists(path) else "does not exist"
+            raise FileNotFoundError(f"{path} {what}; nothing was sent to the Data Tables Service.")
+        settings = self.settings
+        project = self._project(settings, project_id)
+        fields = {"ProjectID": project}
+        if card_id is not None:
+            card_segment(card_id)
+            fields["CardID"] = card_id
+        body = MultipartFile(fields, "File", path, logger=self.log)
+        req = settings.request("POST", "data", "import")
+        headers = {**req.headers, "Content-Type": body.content_type}
+        name = os.path.basename(path)
+        self.log.info(
+            "Importing %s (%.1f MiB) into department %s%s",
+            name,
+            body.size / 2**20,
+            project,
+            f" to replace {card_id}" if card_id else "",
+        )
+
+        def send() -> dict:
+            # A fresh connection: a stale pooled one could fail after sending and look ambiguous.
+            with requests.Session() as session:
+                try:
+                    resp = session.post(req.url, data=body, **{**_options(settings, req), "headers": headers})
+                except _NO_ANSWER as exc:
+                    raise _no_answer(settings, req, exc) from exc
+                return interpret(settings, req, resp.status_code, resp.headers, resp.content)
+
+        started = time.monotonic()
+        try:
+            result = self._policy(settings).run(send, idempotent=False)
+        except DataTablesError as exc:
+            uncertain = exc.status_code is None or exc.status_code >= 500 or exc.status_code < 300
+            if uncertain and not (isinstance(exc, DataTablesConnectionError) and not exc.request_sent):
+                raise self._uncertain(exc, name, fields) from exc
+            raise
+        new_id = result.get("CardID")
+        if not isinstance(new_id, str) or not CARD_ID.match(new_id):
+            raise self._uncertain(DataTablesError(200, f"answer without a CardID: {sorted(result)}"), name, fields)
+        self.log.info("Imported %s as %s in %.1f s", name, new_id, time.monotonic() - started)
+        return new_id
+
+    @staticmethod
+    def _uncertain(exc: DataTablesError, name: str, fields: dict) -> DataTablesImportUncertainError:
+        project, card_id = fields["ProjectID"], fields.get("CardID")
+        check = (
+            f"get_card({project!r}, {card_id!r}) for a new UploadCompletionTime"
+            if card_id
+            else f"list_cards({project!r}) for a table named after {name!r}"
+        )
+        return DataTablesImportUncertainError(
+            exc.status_code,
+            f"the import of {name} may have happened ({exc.msg}); it was not re-sent because each import "
+            f"costs a credit. Check {check} before trying again.",
+            method="POST",
+            url=exc.url,
+        )
+
+    def import_dataframe(self, project_id: str | None, df: pd.DataFrame, name: str, card_id: str | None = None) -> str:
+        """Write ``df`` to a temporary CSV named ``name`` (``.csv`` added), validate, upload, remove it."""
+        from airflow_tables.validation import validate_csv
+
+        filename = name if name.endswith(".csv") else f"{name}.csv"
+        if os.path.basename(filename) != filename or filename.startswith("."):
+            raise ValueError(f"name must be a plain file name such as 'sales.csv', not {name!r}.")
+        with tempfile.TemporaryDirectory(prefix="airflow-tables-") as tmp:
+            path = os.path.join(tmp, filename)
+            df.to_csv(path, index=False, chunksize=50_000)
+            validate_csv(path).raise_for_errors()
+            return self.import_csv(project_id, path, card_id)
+
+    def find_card(self, project_id: str | None, card_id: str) -> dict | None:
+        """The table's summary by the seed's polling rule (list, find the CardID), ``None`` if it is gone.
+
+        A table missing from the list is fetched once before it counts as gone: a list may lag
+        behind a fresh import.
+        """
+        summary = find_summary(self.list_cards(project_id), card_id)
+        if summary is None:
+            try:
+                summary = self.get_card(project_id, card_id)
+            except DataTablesNotFoundError:
+                return None
+        return summary
+
+    def wait_for_processed(
+        self,
+        project_id: str | None,
+        card_id: str,
+        *,
+        poll_interval: float = 30.0,
+        timeout: float = 3600.0,
+        replaced_after: str | None = None,
+    ) -> dict:
+        """Poll until ``card_id`` is processed; return its summary.
+
+        Raises :class:`DataTablesUploadFailedError` when ``SuccessfulUpload`` is false,
+        :class:`DataTablesNotFoundError` when the table is gone and
+        :class:`DataTablesTimeoutError` after ``timeout`` seconds (wall clock).
+
+        :param replaced_after: after a replacement, the table's previous ``UploadCompletionTime``
+            (see :meth:`TableStatus.from_summary`); forgotten once the table is seen being read.
+        """
+        card_segment(card_id)
+        deadline = time.monotonic() + timeout
+        while True:
+            summary = self.find_card(project_id, card_id)
+            status = TableStatus.from_summary(summary, replaced_after=replaced_after)
+            if status is TableStatus.READY:
+                return summary
+            if status is TableStatus.FAILED:
+                raise DataTablesUploadFailedError(None, status.describe(card_id))
+            if status is TableStatus.GONE:
+                raise DataTablesNotFoundError(None, status.describe(card_id))
+            if TableStatus.from_summary(summary) is TableStatus.BEING_READ:
+                replaced_after = None  # the new file is being read: its "processed" will be its own
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise DataTablesTimeoutError(None, f"{status.describe(card_id)} after {timeout:g} s")
+            wait = min(poll_interval, remaining)
+            self.log.info("%s; next look in %.0f s", status.describe(card_id), wait)
+            time.sleep(wait)
+
+    def test_connection(self) -> tuple[bool, str]:
+        """One cheap GET, not retried: does the service accept the key (and see the ``project_id`` extra)?"""
+        try:
+            settings = self.settings
+            project = settings.project_id
+            try:
+                cards = self._cards_of(self._call("GET", project or _PROBE_PROJECT, retries=0))
+            except (DataTablesPermissionError, DataTablesNotFoundError) as exc:
+                if project or isinstance(exc, DataTablesAuthenticationError):
+                    raise
+                # Refused for that made-up department, not for the key: the key is good.
+                return (
+                    True,
+                    "Connected: the service accepts the API key (set project_id to check a department).",
+                )
+            if project is None:
+                return True, "Connected: the service accepts the API key."
+            return True, f"Connected: the key sees {len(cards)} table(s) in department {project!r}."
+        except DataTablesAuthenticationError as exc:
+            return False, f"The service refused the API key (HTTP 401): {exc.msg}"
+        except (DataTablesError, ValueError) as exc:
+            return False, str(exc)
+
+    # -- connection form (Airflow before 3.2; later versions read conn-fields from the provider info) --
+
+    @classmethod
+    def get_ui_field_behaviour(cls) -> dict[str, Any]:
+        behaviour = cls._connection_type()["ui-field-behaviour"]
+        return {
+            "hidden_fields": behaviour["hidden-fields"],
+            "relabeling": behaviour["relabeling"],
+            "placeholders": behaviour["placeholders"],
+        }
+
+    @classmethod
+    def get_connection_form_widgets(cls) -> dict[str, Any]:
+        from flask_appbuilder.fieldwidgets import BS3TextFieldWidget
+        from wtforms import StringField
+
+        fields = cls._connection_type()["conn-fields"]
+        return {
+            name: StringField(f["label"], widget=BS3TextFieldWidget(), description=f.get("description"))
+            for name, f in fields.items()
+        }
+
+    @classmethod
+    def _connection_type(cls) -> dict:
+        from airflow_tables import get_provider_info
+
+        return next(c for c in get_provider_info()["connection-types"] if c["connection-type"] == cls.conn_type)

@@ -1,0 +1,92 @@
+"""The streamed multipart body: what a form parser sees, its length, and that it holds one block."""
+
+from __future__ import annotations
+
+import logging
+import tracemalloc
+from email.parser import BytesParser
+from email.policy import HTTP
+
+import pytest
+
+from airflow_tables.hooks._multipart import MultipartFile
+
+
+def parse(body: MultipartFile) -> list:
+    raw = b"".join(bytes(chunk) for chunk in body)
+    assert len(raw) == len(body)  # the Content-Length requests will send
+    message = BytesParser(policy=HTTP).parsebytes(f"Content-Type: {body.content_type}\r\n\r\n".encode() + raw)
+    return list(message.iter_parts())
+
+
+def test_form_has_fields_then_the_csv_part(tmp_path):
+    path = tmp_path / "sales 2024.csv"
+    data = b"a,b\r\n1,2\r\n" * 1000
+    path.write_bytes(data)
+    *fields, file_part = parse(MultipartFile({"ProjectID": "P/1", "CardID": "CRD-x"}, "File", path))
+    assert [(p.get_param("name", header="content-disposition"), p.get_content()) for p in fields] == [
+        ("ProjectID", "P/1"),
+        ("CardID", "CRD-x"),
+    ]
+    assert file_part.get_param("name", header="content-disposition") == "File"
+    assert file_part.get_filename() == "sales 2024.csv"
+    assert file_part.get_content_type() == "text/csv"
+    assert file_part.get_payload(decode=True) == data
+
+
+def test_a_name_cannot_break_out_of_its_header(tmp_path):
+    path = tmp_path / 'x"; name="ProjectID.csv'
+    path.write_bytes(b"a\n1\n")
+    (file_part,) = parse(MultipartFile({}, "File", path))
+    assert file_part.get_param("name", header="content-disposition") == "File"
+    assert file_part.get_filename() == "x%22; name=%22ProjectID.csv"
+
+
+def test_each_iteration_reads_the_file_again(tmp_path):
+    path = tmp_path / "f.csv"
+    path.write_bytes(b"a\n1\n")
+    body = MultipartFile({}, "File", path)
+    first = b"".join(bytes(c) for c in body)
+    assert b"".join(bytes(c) for c in body) == first
+
+
+def test_a_file_that_changes_size_is_not_sent_with_a_wrong_length(tmp_path):
+    path = tmp_path / "f.csv"
+    path.write_bytes(b"a\n1\n")
+    body = MultipartFile({}, "File", path)
+    path.write_bytes(b"a\n1\n2\n")
+    with pytest.raises(OSError, match="changed size"):
+        list(body)
+
+
+def test_memory_is_one_block_whatever_the_size(tmp_path, caplog):
+    path = tmp_path / "big.csv"
+    block = 1 << 20
+    with open(path, "wb") as f:
+        for _ in range(40):
+            f.write(b"x" * block)
+    body = MultipartFile({"ProjectID": "P"}, "File", path, block_size=block, logger=logging.getLogger("t"))
+    tracemalloc.start()
+    with caplog.at_level(logging.INFO, logger="t"):
+        total = sum(len(chunk) for chunk in body)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert total == len(body)
+    assert peak < 3 * block
+    progress = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Uploaded")]
+    assert len(progress) == 10
+    assert progress[0].startswith("Uploaded 10% of big.csv")
+    assert progress[-1].startswith("Uploaded 100%")
+
+
+def test_requests_sends_it_with_a_content_length_not_chunked(tmp_path):
+    import requests
+
+    path = tmp_path / "f.csv"
+    path.write_bytes(b"a\n1\n" * 100)
+    body = MultipartFile({"ProjectID": "P"}, "File", path)
+    prepared = requests.Request("POST", "http://127.0.0.1/", data=body, headers={"Content-Type": body.content_type})
+    prepared = prepared.prepare()
+    assert prepared.body is body
+    assert prepared.headers["Content-Length"] == str(len(body))
+    assert "Transfer-Encoding" not in prepared.headers

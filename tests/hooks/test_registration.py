@@ -1,0 +1,75 @@
+"""The provider as Airflow sees it: provider info, the hooks list, the connection form."""
+
+from __future__ import annotations
+
+import json
+
+from airflow_tables import get_provider_info
+from airflow_tables.hooks.tables import DataTablesHook
+
+FIELDS = {"timeout", "verify", "max_retries", "project_id", "app_url"}
+
+
+def connection_type() -> dict:
+    (conn_type,) = get_provider_info()["connection-types"]
+    return conn_type
+
+
+def test_provider_info_is_literal_data():
+    info = get_provider_info()
+    assert info["package-name"] == "airflow-tables"
+    assert {"name", "description", "versions"} <= info.keys()
+    conn_type = connection_type()
+    assert conn_type["connection-type"] == DataTablesHook.conn_type == "datatables"
+    assert conn_type["hook-class-name"] == "airflow_tables.hooks.tables.DataTablesHook"
+    assert conn_type["hook-name"] == DataTablesHook.hook_name
+    assert set(conn_type["conn-fields"]) == FIELDS
+    json.dumps(info)  # plain data
+
+
+def test_hook_serves_the_same_form_to_older_airflow():
+    behaviour = DataTablesHook.get_ui_field_behaviour()
+    assert behaviour["relabeling"] == {"host": "Base URL", "password": "API key"}
+    assert behaviour["placeholders"]["host"].startswith("https://")
+    assert {"login", "schema", "port"} <= set(behaviour["hidden_fields"])
+    assert "host" not in behaviour["hidden_fields"]
+    assert "password" not in behaviour["hidden_fields"]
+
+
+def test_airflow_providers_hooks_lists_the_connection_type(airflow_cli):
+    result = airflow_cli("providers", "hooks", "-o", "json")
+    assert result.returncode == 0, result.stderr
+    hooks = json.loads(result.stdout[result.stdout.index("[") :])
+    (ours,) = [h for h in hooks if h["connection_type"] == "datatables"]
+    assert ours["class"] == "airflow_tables.hooks.tables.DataTablesHook"
+    assert ours["package_name"] == "airflow-tables"
+    assert ours["conn_id_attribute_name"] == "datatables_conn_id"
+
+
+def test_providers_manager_registers_the_form_without_warnings(recwarn):
+    from airflow.providers_manager import ProvidersManager
+
+    manager = ProvidersManager()
+    widgets = {k.removeprefix("extra__datatables__"): v for k, v in manager.connection_form_widgets.items()}
+    assert widgets.keys() >= FIELDS
+    assert widgets["timeout"].field["value"] == 60
+    assert widgets["max_retries"].field["value"] == 5
+    behaviour = manager.field_behaviours["datatables"]
+    assert behaviour["relabeling"]["host"] == "Base URL"
+    assert behaviour["placeholders"]["extra__datatables__project_id"]
+    hook = manager.hooks["datatables"]
+    assert hook.connection_testable
+    assert not [w for w in recwarn if "DataTablesHook" in str(w.message)]
+
+
+def test_every_module_and_class_named_in_the_provider_info_imports():
+    import importlib
+
+    info = get_provider_info()
+    for kind in ("operators", "sensors", "triggers", "hooks"):
+        for entry in info[kind]:
+            for module in entry["python-modules"]:
+                importlib.import_module(module)
+    for name in [*info["extra-links"], *(c["hook-class-name"] for c in info["connection-types"])]:
+        module, _, attribute = name.rpartition(".")
+        assert isinstance(getattr(importlib.import_module(module), attribute), type)

@@ -1,0 +1,91 @@
+"""The ``verify`` extra against a real TLS server with a self-signed certificate."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import ssl
+import subprocess
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from airflow_tables import exceptions as ex
+
+pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args) -> None:
+        pass
+
+    def _reply(self, body: dict) -> None:
+        data = json.dumps({"Msg": "OK", "ExecTime": 0, **body}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:
+        self._reply({"Cards": []})
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self._reply({"Success": True, "CardID": "CRD-00000000-0000-4000-8000-000000000001"})
+
+
+@pytest.fixture(scope="module")
+def tls_server(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("tls")
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+         "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"https://127.0.0.1:{server.server_address[1]}", str(cert)
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture(autouse=True)
+def _system_ca_bundle_in_env(monkeypatch):
+    # requests lets this variable override a Session's verify; the hook must not be fooled by it.
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", ssl.get_default_verify_paths().openssl_cafile)
+
+
+def test_an_unknown_certificate_is_refused_and_nothing_was_sent(make_hook, tls_server, tmp_path):
+    url, _ = tls_server
+    hook = make_hook(url, "a-long-api-key", project_id="P", max_retries=0)
+    with pytest.raises(ex.DataTablesConnectionError) as info:
+        hook.list_cards()
+    assert "CERTIFICATE_VERIFY_FAILED" in str(info.value)
+    path = tmp_path / "f.csv"
+    path.write_text("a\n1\n")
+    with pytest.raises(ex.DataTablesConnectionError) as info:
+        hook.import_csv(None, path)
+    assert not isinstance(info.value, ex.DataTablesImportUncertainError)
+    assert info.value.request_sent is False
+
+
+@pytest.mark.filterwarnings("ignore:Unverified HTTPS request")
+@pytest.mark.parametrize("verify", ["cert", "false", False])
+def test_verify_with_a_ca_bundle_or_off(make_hook, tls_server, tmp_path, verify):
+    url, cert = tls_server
+    hook = make_hook(url, "a-long-api-key", project_id="P", max_retries=0, verify=cert if verify == "cert" else verify)
+    assert hook.list_cards() == []
+    assert asyncio.run(hook.a_list_cards()) == []
+    path = tmp_path / "f.csv"
+    path.write_text("a\n1\n")
+    assert hook.import_csv(None, path).startswith("CRD-")
