@@ -7,9 +7,11 @@ bytes and knows the endpoints.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 import requests
@@ -70,6 +72,15 @@ def _options(settings: Settings, req: Request) -> dict[str, Any]:
     return {"headers": req.headers, "timeout": settings.timeout, "verify": settings.verify, "allow_redirects": False}
 
 
+def _httpx_verify(verify: bool | str):
+    """httpx wants an SSLContext for a CA bundle path."""
+    if isinstance(verify, str):
+        import ssl
+
+        return ssl.create_default_context(cafile=verify)
+    return verify
+
+
 class DataTablesHook(BaseHook):
     """Talk to the Data Tables Service with the API key of an Airflow connection.
 
@@ -98,6 +109,7 @@ class DataTablesHook(BaseHook):
         self.backoff_max = backoff_max
         self._settings: Settings | None = None
         self._session: requests.Session | None = None
+        self._aclient: Any = None  # an httpx.AsyncClient inside async_client()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(datatables_conn_id={self.datatables_conn_id!r})"
@@ -187,27 +199,43 @@ class DataTablesHook(BaseHook):
 
     # -- async transport (the trigger) ------------------------------------------------------
 
+    @contextlib.asynccontextmanager
+    async def async_client(self) -> AsyncIterator[None]:
+        """Reuse one httpx client for the async calls made inside the block (a trigger's poll loop).
+
+        Building a client (and its TLS context) costs more than a GET to a nearby server.
+        """
+        import httpx
+
+        settings = await self.asettings()
+        async with httpx.AsyncClient(
+            verify=_httpx_verify(settings.verify), timeout=settings.timeout, follow_redirects=False
+        ) as client:
+            self._aclient = client
+            try:
+                yield
+            finally:
+                self._aclient = None
+
     async def _acall(self, method: str, project_id: str | None, card_id: str | None = None) -> dict:
+        if self._aclient is None:
+            async with self.async_client():
+                return await self._acall(method, project_id, card_id)
         import httpx
 
         settings = await self.asettings()
         req = self._cards_request(settings, method, project_id, card_id)
-        verify = settings.verify
-        if isinstance(verify, str):  # httpx wants an SSLContext for a CA bundle
-            import ssl
+        client = self._aclient
 
-            verify = ssl.create_default_context(cafile=verify)
-        async with httpx.AsyncClient(verify=verify, timeout=settings.timeout, follow_redirects=False) as client:
+        async def send() -> dict:
+            try:
+                resp = await client.request(req.method, req.url, headers=req.headers)
+            except httpx.TransportError as exc:
+                sent = not isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout))
+                raise connection_error(settings, req, exc, sent=sent) from exc
+            return interpret(settings, req, resp.status_code, resp.headers, resp.content)
 
-            async def send() -> dict:
-                try:
-                    resp = await client.request(req.method, req.url, headers=req.headers)
-                except httpx.TransportError as exc:
-                    sent = not isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout))
-                    raise connection_error(settings, req, exc, sent=sent) from exc
-                return interpret(settings, req, resp.status_code, resp.headers, resp.content)
-
-            return await self._policy(settings).arun(send, idempotent=True)
+        return await self._policy(settings).arun(send, idempotent=True)
 
     # -- endpoints --------------------------------------------------------------------------
 
@@ -382,7 +410,7 @@ class DataTablesHook(BaseHook):
             if remaining <= 0:
                 raise DataTablesTimeoutError(None, f"{status.describe(card_id)} after {timeout:g} s")
             wait = min(poll_interval, remaining)
-            self.log.info("%s; next look in %.0f s", status.describe(card_id), wait)
+            self.log.info("%s; next look in %g s", status.describe(card_id), wait)
             time.sleep(wait)
 
     def test_connection(self) -> tuple[bool, str]:

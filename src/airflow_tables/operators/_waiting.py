@@ -1,0 +1,74 @@
+"""Waiting for a table, shared by the import/replace operators and the sensor.
+
+Both wait the same three ways (poke on the worker, reschedule, defer to the one
+trigger) and must read the trigger's answer the same way, so that logic lives here
+once. Reading the answer fails closed: anything but a well-formed event about the
+table we asked for fails the task.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
+
+from airflow_tables.hooks.status import TableStatus
+from airflow_tables.triggers.tables import ERROR, TIMEOUT, DataTablesProcessedTrigger
+
+if TYPE_CHECKING:
+    from airflow_tables.hooks.tables import DataTablesHook
+
+_EVENT_STATUSES = {s.value for s in TableStatus if s is not TableStatus.BEING_READ} | {TIMEOUT, ERROR}
+
+
+def look(
+    hook: DataTablesHook, project_id: str, card_id: str, replaced_after: str | None = None
+) -> tuple[TableStatus, dict | None]:
+    """One look at the table, by the seed's polling rule (list the department, find the CardID)."""
+    summary = hook.find_card(project_id, card_id)
+    return TableStatus.from_summary(summary, replaced_after=replaced_after), summary
+
+
+def finished(status: TableStatus, summary: dict | None, card_id: str) -> dict:
+    """The summary of a table that was read well; fail the task (no retry) for any other end."""
+    if status is TableStatus.READY:
+        return summary or {}
+    raise AirflowFailException(status.describe(card_id))
+
+
+def trigger(
+    *,
+    conn_id: str,
+    project_id: str,
+    card_id: str,
+    poll_interval: float,
+    timeout: float | None,
+    replaced_after: str | None = None,
+) -> DataTablesProcessedTrigger:
+    """The trigger for a deferred wait, with a wall-clock deadline ``timeout`` seconds from now."""
+    return DataTablesProcessedTrigger(
+        project_id=project_id,
+        card_id=card_id,
+        datatables_conn_id=conn_id,
+        poll_interval=poll_interval,
+        deadline=None if timeout is None else time.time() + timeout,
+        replaced_after=replaced_after,
+    )
+
+
+def resolve_event(event: Any, card_id: str | None = None) -> dict:
+    """The table summary from the trigger's event, or the task's failure.
+
+    ``timeout`` and ``error`` fail the try (a retry re-attaches to the same table);
+    a table read badly or gone fails the task without retry; anything malformed or
+    about another table fails closed.
+    """
+    if not isinstance(event, dict) or event.get("status") not in _EVENT_STATUSES:
+        raise AirflowException(f"unexpected event from DataTablesProcessedTrigger: {event!r}")
+    if card_id is not None and event.get("card_id") != card_id:
+        raise AirflowException(f"the trigger answered for {event.get('card_id')!r}, not {card_id!r}")
+    status, message = event["status"], event.get("message") or ""
+    if status in (TIMEOUT, ERROR):
+        raise AirflowException(message or f"waiting for {event.get('card_id')} ended: {status}")
+    return finished(TableStatus(status), event.get("summary"), event["card_id"])

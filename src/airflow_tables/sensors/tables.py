@@ -1,0 +1,78 @@
+"""Wait until the service has read a table's file (``Processed`` is true)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf
+
+from airflow_tables.hooks.status import TableStatus
+from airflow_tables.operators import _waiting
+from airflow_tables.operators._common import DataTablesTaskMixin
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+
+class DataTablesProcessedSensor(DataTablesTaskMixin, BaseSensorOperator):
+    """Wait until a table has been read; return its summary (``CardID``, ``Rows``, ``Processed``...).
+
+    Works in ``poke``, ``reschedule`` and deferrable modes; deferred waits in one triggerer
+    share one listing of the department per interval. A table read badly
+    (``SuccessfulUpload`` false) or missing fails the task without retry, naming it.
+
+    :param card_id: the table (templated).
+    :param project_id: the department (templated); defaults to the connection's ``project_id``.
+    """
+
+    template_fields: Sequence[str] = ("project_id", "card_id")
+    ui_color = "#e0f2fe"
+
+    def __init__(
+        self,
+        *,
+        card_id: str,
+        project_id: str | None = None,
+        datatables_conn_id: str = "datatables_default",
+        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+        **kwargs: Any,
+    ) -> None:
+        kwargs.setdefault("poke_interval", 30)
+        super().__init__(**kwargs)
+        self.card_id = card_id
+        self.project_id = project_id
+        self.datatables_conn_id = datatables_conn_id
+        self.deferrable = deferrable
+
+    def poke(self, context: Context) -> PokeReturnValue:
+        status, summary = _waiting.look(self.hook, self.department, self.card_id)
+        if status is TableStatus.BEING_READ:
+            self.log.info("Table %s is being read", self.card_id)
+            return PokeReturnValue(is_done=False)
+        return PokeReturnValue(is_done=True, xcom_value=_waiting.finished(status, summary, self.card_id))
+
+    def execute(self, context: Context) -> Any:
+        if not self.deferrable:
+            return super().execute(context)
+        result = self.poke(context)  # a table already read never defers
+        if result.is_done:
+            return result.xcom_value
+        timeout = self.timeout.total_seconds() if isinstance(self.timeout, timedelta) else self.timeout
+        self.defer(
+            trigger=_waiting.trigger(
+                conn_id=self.datatables_conn_id,
+                project_id=self.department,
+                card_id=self.card_id,
+                poll_interval=float(self.poke_interval),
+                timeout=timeout,
+            ),
+            method_name="execute_complete",
+        )
+
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> dict:
+        """Resume after the trigger: the summary, or fail closed."""
+        summary = _waiting.resolve_event(event, card_id=self.card_id)
+        self.log.info("Table %s is ready: %s rows", self.card_id, summary.get("Rows"))
+        return summary

@@ -1,0 +1,55 @@
+"""Helpers for reading what a dag.test() run did."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+
+def run(dags_module, dag_id: str, logical_date: datetime | None = None, **params: Any):
+    """Run one of the test DAGs with dag.test(); return the DagRun."""
+    dag = dags_module.DAGS[dag_id]
+    when = logical_date or datetime.now(timezone.utc)
+    # The run id comes from run_after: the same date twice means the same run (and task state store).
+    return dag.test(run_conf=params, logical_date=when, run_after=when)
+
+
+def state(dag_run, task_id: str) -> str:
+    return str(dag_run.get_task_instance(task_id).state)
+
+
+def xcom(dag_run, task_id: str, key: str = "return_value") -> Any:
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    query = XComModel.get_many(run_id=dag_run.run_id, dag_ids=dag_run.dag_id, task_ids=task_id, key=key)
+    with create_session() as session:
+        row = session.scalars(query).first()
+        return None if row is None else XComModel.deserialize_value(row)
+
+
+def retry_task(dags_module, dag_id: str, run_id: str, task_id: str):
+    """Give a task whose worker died its next try, as the scheduler does, and run it as dag.test() does.
+
+    dag.test() cannot do this itself: it deletes and re-creates a run it is given again,
+    and the task state store with it.
+    """
+    from airflow.models.dagrun import DagRun
+    from airflow.sdk.definitions.dag import _run_task
+    from airflow.utils.session import create_session
+    from airflow.utils.state import TaskInstanceState
+    from sqlalchemy import select
+
+    with create_session() as session:
+        dag_run = session.scalar(select(DagRun).where(DagRun.dag_id == dag_id, DagRun.run_id == run_id))
+        ti = dag_run.get_task_instance(task_id, session=session)
+        ti.prepare_db_for_next_try(session)
+        ti.try_number += 1
+        ti.state = TaskInstanceState.SCHEDULED
+        session.commit()
+        session.refresh(ti)
+        _run_task(ti=ti, task=dags_module.DAGS[dag_id].task_dict[task_id], run_triggerer=True)
+    with create_session() as session:
+        dag_run = session.scalar(select(DagRun).where(DagRun.dag_id == dag_id, DagRun.run_id == run_id))
+        session.expunge_all()
+        return dag_run

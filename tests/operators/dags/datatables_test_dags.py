@@ -1,0 +1,79 @@
+"""DAGs the operator tests run with dag.test(); everything variable comes in through params.
+
+Operator arguments that are not templated (deferrable, timeouts, retries) get one DAG
+per variant, named for it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from airflow.sdk import DAG
+
+from airflow_tables.operators.tables import (
+    DataTablesDeleteOperator,
+    DataTablesImportOperator,
+    DataTablesReplaceOperator,
+)
+from airflow_tables.sensors.tables import DataTablesProcessedSensor
+
+SUITE = str(Path(__file__).parent / "orders_suite.json")
+START = datetime(2026, 1, 1)
+FAST = {"poll_interval": 0.2, "timeout": 60}
+
+
+DAGS: dict[str, DAG] = {}
+
+
+def _dag(dag_id: str) -> DAG:
+    dag = DAGS[dag_id] = DAG(
+        dag_id, schedule=None, start_date=START, catchup=False, params={"file_path": "", "card_id": ""}
+    )
+    return dag
+
+
+for deferrable in (False, True):
+    mode = "defer" if deferrable else "poke"
+    with _dag(f"dt_import_{mode}"):
+        DataTablesImportOperator(task_id="import", file_path="{{ params.file_path }}", deferrable=deferrable, **FAST)
+    with _dag(f"dt_replace_{mode}"):
+        DataTablesReplaceOperator(
+            task_id="replace",
+            card_id="{{ params.card_id }}",
+            file_path="{{ params.file_path }}",
+            deferrable=deferrable,
+            **FAST,
+        )
+    with _dag(f"dt_sensor_{mode}"):
+        DataTablesProcessedSensor(
+            task_id="wait", card_id="{{ params.card_id }}", deferrable=deferrable, poke_interval=0.2, timeout=60
+        )
+
+# The first try gives up waiting after 1.5 s; the retry must re-attach, not import again.
+with _dag("dt_import_retry"):
+    DataTablesImportOperator(
+        task_id="import",
+        file_path="{{ params.file_path }}",
+        poll_interval=0.2,
+        timeout=1.5,
+        retries=1,
+        retry_delay=timedelta(0),
+    )
+
+# Killed from outside while it waits (see test_resume_after_kill).
+with _dag("dt_import_slow"):
+    DataTablesImportOperator(task_id="import", file_path="{{ params.file_path }}", poll_interval=0.2, timeout=120)
+
+with _dag("dt_import_gx"):
+    DataTablesImportOperator(task_id="import", file_path="{{ params.file_path }}", expectations=SUITE, **FAST)
+
+for if_locked in ("fail", "skip"):
+    with _dag(f"dt_delete_{if_locked}"):
+        DataTablesDeleteOperator(
+            task_id="delete", card_id="{{ params.card_id }}", if_locked=if_locked, poll_interval=0.2
+        )
+with _dag("dt_delete_missing_ok"):
+    DataTablesDeleteOperator(task_id="delete", card_id="{{ params.card_id }}", missing_ok=True)
+with _dag("dt_delete_no_wait"):
+    DataTablesDeleteOperator(task_id="delete", card_id="{{ params.card_id }}", if_processing="fail")
