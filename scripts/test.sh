@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# The test suite: lint, then pytest. Later issues add the system packages the
-# end-to-end tests need (PostgreSQL, Chromium) here.
+# The test suite: the OS packages the end-to-end tests need (PostgreSQL, Chromium;
+# skipped in a blink when present), lint, then pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ "$(id -u)" = 0 ] || [ -n "${CI:-}" ]; then
+  scripts/system-deps.sh
+fi
 .venv/bin/ruff check src tests dags benchmarks
 .venv/bin/python -m pytest "$@"

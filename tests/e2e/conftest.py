@@ -1,0 +1,192 @@
+"""Session fixtures for the end-to-end tests: one real Airflow stack on PostgreSQL per session.
+
+* ``system_deps``: ``scripts/system-deps.sh`` (PostgreSQL, Chromium); skips the e2e tests
+  with the reason when it cannot install them, except on CI (``CI`` set), where it fails.
+* ``postgres``: a throwaway server on 127.0.0.1.
+* ``datatables_emulator``: the Data Tables emulator (3 s of reading per table), or
+  ``None`` while ``airflow_tables.emulator.testing`` does not exist.
+* ``airflow_stack``: scheduler, dag-processor, triggerer and api-server; the repo's
+  ``dags/`` is the DAGs folder and ``tests/e2e/dags/`` a second bundle; the connection
+  ``datatables_default`` points at the emulator (``AIRFLOW_CONN_DATATABLES_DEFAULT``).
+* ``airflow_api``: the REST API client; ``browser``: headless Chromium.
+
+Every test here is marked ``e2e``. Logs: ``artifacts/e2e/logs/``; a failing test's
+report carries the tail of every component's log.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from .harness import (
+    ARTIFACTS,
+    LOGS,
+    REPO,
+    AirflowApi,
+    AirflowStack,
+    Browser,
+    Postgres,
+    StackError,
+    kill_marked,
+    new_marker,
+)
+
+HERE = Path(__file__).resolve().parent
+SMOKE_DAGS = HERE / "dags"
+EMULATOR_PROCESSING_DELAY = 3.0
+APP_URL = "http://app.example.test"
+
+_stack: AirflowStack | None = None  # for the failure report
+
+
+def _is_e2e(item) -> bool:
+    return HERE in Path(str(item.fspath)).resolve().parents
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if _is_e2e(item):
+            item.add_marker(pytest.mark.e2e)
+
+    # The e2e tests after the rest of the suite, their smoke tests first: when the stack
+    # itself is broken, those say so most plainly. Otherwise the order is kept.
+    def rank(item) -> int:
+        if not _is_e2e(item):
+            return 0
+        return 1 if "test_smoke_stack" in item.nodeid else 2
+
+    items.sort(key=rank)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    setattr(item, f"rep_{report.when}", report)
+    if report.failed and _stack is not None and _is_e2e(item):
+        report.sections.append(("e2e component logs", _stack.log_tails()))
+
+
+@pytest.fixture(scope="session")
+def system_deps():
+    """Install (or find) PostgreSQL and Chromium; skip with the reason if impossible, fail on CI."""
+    script = REPO / "scripts" / "system-deps.sh"
+    result = subprocess.run(
+        ["bash", str(script)], capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL
+    )
+    if result.returncode != 0:
+        reason = f"scripts/system-deps.sh failed: {(result.stderr or result.stdout).strip()[-500:]}"
+        if os.environ.get("CI"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def e2e_marker():
+    """A token in every started process's environment; whatever still has it at the end is killed."""
+    marker = new_marker()
+    # This session's artefacts only: logs and screenshots of an earlier run are removed.
+    shutil.rmtree(LOGS, ignore_errors=True)
+    for old in ARTIFACTS.glob("*.png"):
+        old.unlink()
+    LOGS.mkdir(parents=True, exist_ok=True)
+    yield marker
+    left = kill_marked(marker)
+    if left:
+        print(f"\ne2e: killed {len(left)} leftover process(es): {left}")
+
+
+@pytest.fixture(scope="session")
+def postgres(system_deps, e2e_marker):
+    server = Postgres(e2e_marker)
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def datatables_emulator():
+    """The emulator the stack's ``datatables_default`` connection points at; None if not written yet."""
+    if importlib.util.find_spec("airflow_tables.emulator.testing") is None:
+        yield None
+        return
+    from airflow_tables.emulator.testing import EmulatorProcess
+
+    data_dir = ARTIFACTS / "emulator"
+    shutil.rmtree(data_dir, ignore_errors=True)
+    emulator = EmulatorProcess(data_dir, processing_delay=EMULATOR_PROCESSING_DELAY)
+    try:
+        emulator.start()
+        yield emulator
+    finally:
+        emulator.stop()
+
+
+def datatables_connection(emulator) -> dict:
+    return {
+        "conn_type": "datatables",
+        "host": emulator.base_url,
+        "password": emulator.api_key,
+        "extra": {"project_id": emulator.project_id, "app_url": APP_URL},
+    }
+
+
+@pytest.fixture(scope="session")
+def airflow_stack(postgres, datatables_emulator, e2e_marker):
+    global _stack
+    extra_env = {}
+    if datatables_emulator is not None:
+        extra_env["AIRFLOW_CONN_DATATABLES_DEFAULT"] = json.dumps(datatables_connection(datatables_emulator))
+    stack = AirflowStack(
+        postgres,
+        REPO / "dags",
+        marker=e2e_marker,
+        extra_bundles={"e2e-smoke": SMOKE_DAGS},
+        extra_env=extra_env,
+    )
+    _stack = stack
+    try:
+        try:
+            stack.start()
+        except StackError as err:
+            raise StackError(f"{err}\n{stack.log_tails()}") from err
+        yield stack
+    finally:
+        stack.stop()
+        _stack = None
+
+
+@pytest.fixture(scope="session")
+def airflow_api(airflow_stack):
+    return AirflowApi(airflow_stack.base_url)
+
+
+@pytest.fixture(scope="session")
+def browser(system_deps, airflow_stack):
+    b = Browser()
+    try:
+        b.start()
+        yield b
+    finally:
+        b.stop()
+
+
+@pytest.fixture
+def page(browser, request):
+    """The browser's page; when the test fails, what it showed is saved as ``<test>-failed.png``."""
+    yield browser.page
+    report = getattr(request.node, "rep_call", None)
+    if report is not None and report.failed:
+        with contextlib.suppress(Exception):
+            browser.screenshot(f"{request.node.name}-failed.png")
