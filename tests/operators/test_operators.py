@@ -118,6 +118,33 @@ def test_retry_after_a_timed_out_wait_reattaches(dags_module, datatables_conn, s
     assert stats["credits"] - emulator.credits() == 1
 
 
+def test_retry_after_a_lost_import_answer_adopts_the_table(dags_module, datatables_conn, stats, tmp_path):
+    """The service imports the file but the answer never arrives: the retry adopts that table."""
+    emulator = datatables_conn
+    emulator.set_processing_delay(0.3)
+    emulator.set_faults([{"methods": ["POST"], "path": "/data/import", "drop": "after", "times": 1}])
+    dag_run = run(dags_module, "dt_import_retry", file_path=str(orders_csv(tmp_path, "lost_answer.csv")))
+
+    ti = dag_run.get_task_instance("import")
+    assert str(ti.state) == "success" and ti.try_number == 2
+    assert imports_since(emulator, stats) == 1
+    assert stats["credits"] - emulator.credits() == 1
+    assert xcom(dag_run, "import") in {c["CardID"] for c in emulator.list_cards() if c["CardName"] == "lost_answer"}
+
+
+def test_retry_after_a_lost_replace_answer_does_not_replace_again(dags_module, datatables_conn, stats, tmp_path):
+    emulator = datatables_conn
+    card_id = import_table(emulator, orders_csv(tmp_path, "before.csv", rows=3))
+    emulator.wait_until_processed(emulator.project_id, card_id)
+    emulator.set_faults([{"methods": ["POST"], "path": "/data/import", "drop": "after", "times": 1}])
+    dag_run = run(dags_module, "dt_replace_retry", card_id=card_id, file_path=str(orders_csv(tmp_path, rows=7)))
+
+    ti = dag_run.get_task_instance("replace")
+    assert str(ti.state) == "success" and ti.try_number == 2
+    assert imports_since(emulator, stats) == 2  # the table's own import and one replacement
+    assert next(c for c in emulator.list_cards() if c["CardID"] == card_id)["Rows"] == 7
+
+
 def test_resume_after_the_first_try_is_killed(dags_module, datatables_conn, stats, tmp_path):
     """Kill -9 the process running the first try after the import was accepted; the next try re-attaches."""
     emulator = datatables_conn

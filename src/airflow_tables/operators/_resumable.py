@@ -1,18 +1,53 @@
-"""``ResumableJobMixin`` on every supported Airflow: the SDK's on 3.3+, a durable stand-in below.
+"""State that survives a task's retries, and ``ResumableJobMixin`` on every supported Airflow.
 
-Airflow 3.3's mixin keeps the CardID of an accepted import in the task state store,
-so a retried task re-attaches to the table instead of paying for a second import.
-Below 3.3 there is no task state store, and the stand-in of
+Airflow 3.3's ``ResumableJobMixin`` keeps the CardID of an accepted import in the task
+state store, so a retried task re-attaches to the table instead of paying for a second
+import. Below 3.3 there is no task state store, and the stand-in of
 ``airflow.providers.common.compat`` simply imports again on every try, which would
-spend a credit per retry. This stand-in keeps the id in an Airflow Variable keyed by
-the task instance instead (Airflow clears a task's XComs when it retries, so XCom
-cannot hold it), and follows the SDK's decision steps.
+spend a credit per retry. Here, below 3.3, the same decisions are taken over an Airflow
+Variable keyed by the task instance (Airflow clears a task's XComs when it retries, so
+XCom cannot hold it). :func:`durable_store` gives the operators that same store for
+their own notes (an import whose answer was lost).
 """
 
 from __future__ import annotations
 
 import json
 from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+
+class _VariableStore:
+    """``get``/``set``/``delete`` of JSON values in Airflow Variables, scoped to one task instance."""
+
+    def __init__(self, context: Context) -> None:
+        ti = context["ti"]
+        self._prefix = f"airflow_tables.state.{ti.dag_id}.{ti.run_id}.{ti.task_id}.{ti.map_index}."
+
+    def get(self, key: str) -> Any:
+        from airflow.sdk import Variable
+
+        value = Variable.get(self._prefix + key, default=None)
+        return None if value is None else json.loads(value)
+
+    def set(self, key: str, value: Any) -> None:
+        from airflow.sdk import Variable
+
+        Variable.set(self._prefix + key, json.dumps(value))
+
+    def delete(self, key: str) -> None:
+        from airflow.sdk import Variable
+
+        Variable.delete(self._prefix + key)
+
+
+def durable_store(context: Context) -> Any:
+    """The task instance's store that outlives its tries: the task state store, or Variables below 3.3."""
+    store = context.get("task_state_store")
+    return store if store is not None else _VariableStore(context)
+
 
 try:
     from airflow.sdk import ResumableJobMixin
@@ -27,17 +62,10 @@ except ImportError:  # Airflow < 3.3
             super().__init__(**kwargs)
             self.durable = durable
 
-        def _variable_key(self, context: Context) -> str:
-            ti = context["ti"]
-            return f"airflow_tables.resume.{ti.dag_id}.{ti.run_id}.{ti.task_id}.{ti.map_index}.{self.external_id_key}"
-
         def execute_resumable(self, context: Context) -> Any:
-            from airflow.sdk import Variable
-
-            key = self._variable_key(context)
-            stored = Variable.get(key, default=None) if self.durable else None
-            if stored is not None:
-                external_id = json.loads(stored)
+            store = durable_store(context) if self.durable else None
+            external_id = store.get(self.external_id_key) if store is not None else None
+            if external_id is not None:
                 status = self.get_job_status(external_id, context)
                 if self.is_job_active(status):
                     self.log.info("Reconnecting to %s from an earlier try", external_id)
@@ -46,13 +74,10 @@ except ImportError:  # Airflow < 3.3
                 if self.is_job_succeeded(status):
                     return self.get_job_result(external_id, context)
             external_id = self.submit_job(context)
-            if self.durable and external_id is not None:
-                Variable.set(key, json.dumps(external_id))
+            if store is not None and external_id is not None:
+                store.set(self.external_id_key, external_id)
             self.poll_until_complete(external_id, context)
             return self.get_job_result(external_id, context)
 
 
-if TYPE_CHECKING:
-    from airflow.sdk import Context
-
-__all__ = ["ResumableJobMixin"]
+__all__ = ["ResumableJobMixin", "durable_store"]

@@ -7,6 +7,7 @@ pandas and Great Expectations are imported inside ``execute``.
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -19,7 +20,7 @@ from airflow_tables.hooks.status import TableStatus
 from airflow_tables.links import DataTablesTableLink, table_url
 from airflow_tables.operators import _waiting
 from airflow_tables.operators._common import DataTablesTaskMixin
-from airflow_tables.operators._resumable import ResumableJobMixin
+from airflow_tables.operators._resumable import ResumableJobMixin, durable_store
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -106,11 +107,19 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
         return self.execute_resumable(context)
 
     def submit_job(self, context: Context) -> dict:
-        """Check the file, then import it once; return what a retry needs to find the table again."""
+        """Check the file, then import it once; return what a retry needs to find the table again.
+
+        Before the file is sent, a note of what to look for goes to the task's durable store.
+        If the import's answer is lost (``DataTablesImportUncertainError``), the next try reads
+        that note and adopts the table the service did create instead of paying again.
+        """
         self._check_file()
         project = self.department
-        card_id, replaced_after = self._import(project)
-        job = {"project_id": project, "card_id": card_id, "replaced_after": replaced_after}
+        store = durable_store(context)
+        job = self._adopt_lost_import(store.get(_PENDING_KEY), project)
+        if job is None:
+            card_id, replaced_after = self._import(project, store)
+            job = {"project_id": project, "card_id": card_id, "replaced_after": replaced_after}
         self._publish(context, job)
         return job
 
@@ -228,7 +237,7 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
         except DataTablesUploadFailedError:
             return _waiting.look(self.hook, project, card_id)[1]  # the old file failed; replacing is fine
 
-    def _import(self, project: str) -> tuple[str, str | None]:
+    def _import(self, project: str, store: Any) -> tuple[str, str | None]:
         """Send the file once; return the CardID and, for a replacement, the previous completion time.
 
         A replacement refused because a read started meanwhile (409) is waited out and sent
@@ -237,9 +246,13 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
         from airflow_tables.exceptions import DataTablesConflictError
 
         if not self.card_id:
+            name = os.path.basename(self.file_path)
+            before = [c["CardID"] for c in self.hook.list_cards(project) if _named_after(c, name)]
+            store.set(_PENDING_KEY, {"project_id": project, "file": name, "before": before})
             return self.hook.import_csv(project, self.file_path), None
         for attempt in range(self.conflict_retries + 1):
             replaced_after = self._wait_until_replaceable(project)
+            store.set(_PENDING_KEY, {"project_id": project, "card_id": self.card_id, "replaced_after": replaced_after})
             try:
                 return self.hook.import_csv(project, self.file_path, card_id=self.card_id), replaced_after
             except DataTablesConflictError as err:
@@ -247,6 +260,37 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
                     raise AirflowException(f"{self.card_id} stayed busy: {err.msg}") from err
                 self.log.info("Replacement refused (%s); waiting for the table, then sending again", err.msg)
         raise AssertionError("unreachable")
+
+    def _adopt_lost_import(self, pending: dict | None, project: str) -> dict | None:
+        """The job of an earlier try whose import answer was lost but which the service received."""
+        if not pending or pending.get("project_id") != project:
+            return None
+        if pending.get("card_id"):  # a replacement: did the table start or finish a new read?
+            after = pending.get("replaced_after")
+            status, summary = _waiting.look(self.hook, project, pending["card_id"])
+            changed = status is TableStatus.BEING_READ or (summary or {}).get("UploadCompletionTime") != after
+            if status is TableStatus.GONE or not changed:
+                return None
+            self.log.info(
+                "An earlier try's replacement of %s reached the service; not sending it again", pending["card_id"]
+            )
+            return {"project_id": project, "card_id": pending["card_id"], "replaced_after": after}
+        new = [
+            c["CardID"]
+            for c in self.hook.list_cards(project)
+            if _named_after(c, pending["file"]) and c["CardID"] not in pending["before"]
+        ]
+        if len(new) > 1:
+            raise AirflowFailException(
+                f"an earlier try's import of {pending['file']} lost its answer, and {len(new)} new tables named after "
+                f"it are in department {project} ({', '.join(new)}); delete the extra ones and clear the task."
+            )
+        if not new:
+            return None
+        self.log.info(
+            "An earlier try's import of %s reached the service as %s; not importing again", pending["file"], new[0]
+        )
+        return {"project_id": project, "card_id": new[0], "replaced_after": None}
 
     def _publish(self, context: Context, job: dict) -> None:
         """Push the CardID and the table's URL (the "Open table" button) before any wait."""
@@ -391,6 +435,15 @@ class DataTablesDeleteOperator(_DataTablesOperator):
         if self.if_locked == "skip":
             raise AirflowSkipException(message)
         raise AirflowFailException(f"{message}. Pause the connection first, or pass if_locked='skip'.")
+
+
+_PENDING_KEY = "datatables_import_sent"
+
+
+def _named_after(card: dict, file_name: str) -> bool:
+    """Whether a table's CardName is the file's name (with or without ``.csv``), as the service names uploads."""
+    name = (card.get("CardName") or "").casefold()
+    return name in (file_name.casefold(), os.path.splitext(file_name)[0].casefold())
 
 
 def _status_of(err: Exception) -> TableStatus | None:

@@ -61,6 +61,17 @@ with _dag("dt_import_retry"):
         retry_delay=timedelta(0),
     )
 
+with _dag("dt_replace_retry"):
+    DataTablesReplaceOperator(
+        task_id="replace",
+        card_id="{{ params.card_id }}",
+        file_path="{{ params.file_path }}",
+        poll_interval=0.2,
+        timeout=60,
+        retries=1,
+        retry_delay=timedelta(0),
+    )
+
 # Killed from outside while it waits (see test_resume_after_kill).
 with _dag("dt_import_slow"):
     DataTablesImportOperator(task_id="import", file_path="{{ params.file_path }}", poll_interval=0.2, timeout=120)
