@@ -1,0 +1,221 @@
+"""What a file's values say: each column's ``DataType`` and the descriptions the service writes.
+
+The seed says the service writes the table and column descriptions itself when it
+reads the file; ours say something true about the data (type, distinct values, a
+range, blanks), computed from a bounded sample so that reading a 512 MiB file
+costs little more than scanning it:
+
+* the sample is the first :data:`SAMPLE_ROWS` rows, or fewer for a wide table
+  (at most :data:`SAMPLE_VALUES` values); descriptions say so when the sample is
+  not the whole table;
+* ``DataType`` is ``long`` when every non-blank value in the sample is an integer
+  literal (optional sign, ASCII digits, surrounding blanks ignored) that fits in
+  64 bits, else ``string``; a column with no value at all is ``string``;
+* distinct values are counted exactly up to :data:`DISTINCT_CAP`, then reported
+  as "more than" it, so memory stays bounded however wide the table.
+
+Values arrive a batch of rows at a time and are handled a column at a time with
+C-level operations (``map``, ``str.join``, ``set.update``); a per-value Python
+loop only runs for columns that hold signed numbers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import closing
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from airflow_tables import csv_rules, csv_scan
+
+if TYPE_CHECKING:
+    from airflow_tables.emulator.config import Connector
+
+SAMPLE_ROWS = 100_000
+SAMPLE_VALUES = 1_000_000
+BATCH_VALUES = 16_000
+DISTINCT_CAP = 1_000
+EXAMPLES = 3
+LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
+
+
+def _is_int_literal(value: str) -> bool:
+    digits = value[1:] if value[0] in "+-" else value
+    return digits.isascii() and digits.isdigit()
+
+
+@dataclass
+class ColumnStats:
+    """Running facts about one column's values."""
+
+    name: str
+    values: int = 0
+    blanks: int = 0
+    integer: bool = True
+    lo: int | None = None
+    hi: int | None = None
+    distinct: set[str] | None = field(default_factory=set)  # None once past DISTINCT_CAP
+    examples: list[str] = field(default_factory=list)
+    longest: int = 0
+
+    def add(self, values: Sequence[str]) -> None:
+        stripped = list(map(str.strip, values))
+        blanks = stripped.count("")
+        self.values += len(stripped)
+        self.blanks += blanks
+        if blanks == len(stripped):
+            return
+        if self.distinct is not None:
+            self.distinct.update(stripped)
+            self.distinct.discard("")
+            if len(self.distinct) > DISTINCT_CAP:
+                self.distinct = None
+        if len(self.examples) < EXAMPLES:
+            for value in stripped:
+                if value and value not in self.examples:
+                    self.examples.append(value)
+                    if len(self.examples) == EXAMPLES:
+                        break
+        self.longest = max(self.longest, max(map(len, stripped)))
+        if self.integer:
+            self._add_integers(stripped)
+
+    def _add_integers(self, stripped: list[str]) -> None:
+        joined = "".join(stripped)
+        if not (joined.isascii() and joined.isdigit()) and not all(_is_int_literal(v) for v in stripped if v):
+            self.integer = False
+            return
+        try:
+            numbers = list(map(int, filter(None, stripped)))
+        except ValueError:  # more digits than int() accepts: not a long anyway
+            self.integer = False
+            return
+        lo, hi = min(numbers), max(numbers)
+        if lo < LONG_MIN or hi > LONG_MAX:
+            self.integer = False
+            return
+        self.lo = lo if self.lo is None else min(self.lo, lo)
+        self.hi = hi if self.hi is None else max(self.hi, hi)
+
+    @property
+    def data_type(self) -> str:
+        return "long" if self.integer and self.values > self.blanks else "string"
+
+    def describe(self, sampled: int, total: int) -> str:
+        """One or two sentences that are true of the sampled values."""
+        prefix = f"In the first {sampled:,} of {total:,} rows: " if sampled < total else ""
+        if self.values == 0:
+            return "No values: the file has a header and no rows."
+        if self.values == self.blanks:
+            return f"{prefix}Always blank."
+        count = f"more than {DISTINCT_CAP:,}" if self.distinct is None else f"{len(self.distinct):,}"
+        single = self.distinct is not None and len(self.distinct) == 1
+        if self.data_type == "long":
+            what = (
+                f"Whole number (long), always {self.lo:,}"
+                if single
+                else f"Whole numbers (long) from {self.lo:,} to {self.hi:,}, {count} distinct values"
+            )
+        else:
+            shown = ", ".join(_quote(v) for v in self.examples)
+            what = (
+                f"Text, always {shown}"
+                if single
+                else f"Text, {count} distinct values such as {shown}, up to {self.longest:,} characters"
+            )
+        return f"{prefix}{what}; {self._blanks()}."
+
+    def _blanks(self) -> str:
+        if not self.blanks:
+            return "no blanks"
+        return f"{self.blanks:,} blank ({self.blanks / self.values:.1%})"
+
+
+def _quote(value: str, limit: int = 40) -> str:
+    return repr(value if len(value) <= limit else value[: limit - 1] + "…")
+
+
+@dataclass
+class TableProfile:
+    """What the service shows about a table once its file is read."""
+
+    rows: int
+    columns: list[dict]
+    description: str
+
+
+def profile_file(scan: csv_scan.FileScan, file_name: str) -> TableProfile:
+    """Profile an accepted file from its scan: values from a bounded sample, shape from the full scan."""
+    stats = [ColumnStats(name) for name in scan.columns]
+    width = len(stats)
+    limit = min(SAMPLE_ROWS, max(1, SAMPLE_VALUES // max(width, 1)))
+    batch_rows = max(1, BATCH_VALUES // max(width, 1))
+    batch: list[list[str]] = []
+    sampled = 0
+
+    def flush() -> None:
+        if batch:
+            for column, values in zip(stats, zip(*batch, strict=True), strict=True):
+                column.add(values)
+            batch.clear()
+
+    if scan.rows:
+        with closing(csv_scan.data_records(scan)) as records:
+            for _, fields in records:
+                if len(fields) != width:  # an accepted file has none; a damaged one is not profiled wrongly
+                    continue
+                batch.append(fields)
+                sampled += 1
+                if len(batch) >= batch_rows:
+                    flush()
+                if sampled >= limit:
+                    break
+        flush()
+    columns = [
+        {"ColumnName": c.name, "ColumnDescription": c.describe(sampled, scan.rows), "DataType": c.data_type}
+        for c in stats
+    ]
+    return TableProfile(scan.rows, columns, _table_description(scan, stats, sampled, file_name))
+
+
+def _names(names: list[str], limit: int = 5) -> str:
+    shown = ", ".join(names[:limit])
+    return f"{shown} and {len(names) - limit} more" if len(names) > limit else shown
+
+
+def _table_description(scan: csv_scan.FileScan, stats: list[ColumnStats], sampled: int, file_name: str) -> str:
+    separator = csv_rules.DELIMITER_NAMES.get(scan.delimiter, repr(scan.delimiter))
+    parts = [
+        f"{scan.rows:,} rows and {len(stats)} columns read from {file_name} ({separator}-separated, "
+        f"{'UTF-8 with a byte-order mark' if scan.encoding == 'utf-8-sig' else 'UTF-8'})."
+    ]
+    numbers = [c.name for c in stats if c.data_type == "long"]
+    texts = [c.name for c in stats if c.data_type == "string"]
+    kinds = []
+    if numbers:
+        kinds.append(f"{len(numbers)} whole-number column{'s' if len(numbers) != 1 else ''} ({_names(numbers)})")
+    if texts:
+        kinds.append(f"{len(texts)} text column{'s' if len(texts) != 1 else ''} ({_names(texts)})")
+    if kinds and scan.rows:
+        parts.append(f"It has {' and '.join(kinds)}.")
+    renamed = [w.message for w in scan.warnings if w.code in ("blank-heading", "repeated-heading")]
+    if renamed:
+        parts.append(f"Headings named by the service: {'; '.join(renamed[:5])}.")
+    if not scan.rows:
+        parts.append("The file has a header and no rows.")
+    elif sampled < scan.rows:
+        parts.append(f"Values were profiled from the first {sampled:,} rows.")
+    return " ".join(parts)
+
+
+def connector_columns(connector: Connector) -> list[dict]:
+    """Column records of a connector table, from the types its configuration declares."""
+    kind = {"long": "whole numbers (long)", "string": "text"}
+    return [
+        {
+            "ColumnName": name,
+            "ColumnDescription": f"Synchronised from {connector.source}; holds {kind[dtype]}.",
+            "DataType": dtype,
+        }
+        for name, dtype in connector.columns
+    ]

@@ -1,0 +1,129 @@
+"""Background reading: a table is *being read* after an import and *ready* when this ends.
+
+Each accepted file is read on a thread of its own, so the event loop keeps
+answering (the seed's polling rule depends on it). A reading never stays stuck:
+it ends ready, or ready with ``SuccessfulUpload`` false and the reason in
+``Description``, whatever goes wrong, including an exception of our own. After
+a restart, :meth:`Reader.resume` starts again every reading the last process did
+not finish, from the file kept in the data directory (the upload itself is never
+needed again).
+
+:class:`Settings` holds the test controls that shape a reading: the minimum time
+a table stays being read (``processing_delay``, read live so lowering it releases
+waiting tables) and a number of readings to fail on purpose (``fail_readings``).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import TYPE_CHECKING
+
+from airflow_tables import csv_scan
+from airflow_tables.emulator.profile import TableProfile, profile_file
+
+if TYPE_CHECKING:
+    from airflow_tables.emulator.store import Card, Store
+
+log = logging.getLogger("airflow_tables.emulator")
+
+
+class ReadingFailed(Exception):
+    """The file cannot become the table's data; the message is the reason users see."""
+
+
+class Settings:
+    """Test controls consulted by readings; safe to change from any thread."""
+
+    def __init__(self, processing_delay: float = 0.0) -> None:
+        self._changed = threading.Condition()
+        self._initial_delay = processing_delay
+        self.processing_delay = processing_delay
+        self.fail_readings = 0
+
+    def as_dict(self) -> dict:
+        return {"processing_delay": self.processing_delay, "fail_readings": self.fail_readings}
+
+    def update(self, *, processing_delay: float | None = None, fail_readings: int | None = None) -> None:
+        with self._changed:
+            if processing_delay is not None:
+                self.processing_delay = processing_delay
+            if fail_readings is not None:
+                self.fail_readings = fail_readings
+            self._changed.notify_all()
+
+    def reset(self) -> None:
+        """Back to how the server was started."""
+        self.update(processing_delay=self._initial_delay, fail_readings=0)
+
+    def take_failure(self) -> bool:
+        with self._changed:
+            if self.fail_readings > 0:
+                self.fail_readings -= 1
+                return True
+            return False
+
+    def wait_until_due(self, accepted_at: float) -> None:
+        """Block until ``processing_delay`` seconds (the current setting) have passed since ``accepted_at``."""
+        with self._changed:
+            while (remaining := accepted_at + self.processing_delay - time.time()) > 0:
+                self._changed.wait(remaining)
+
+
+class Reader:
+    """Starts, runs and resumes readings; the store holds their state, so threads hold nothing durable."""
+
+    def __init__(self, store: Store, settings: Settings, *, max_columns: int, max_bytes: int) -> None:
+        self.store = store
+        self.settings = settings
+        self.max_columns = max_columns
+        self.max_bytes = max_bytes
+
+    def start(self, card: Card, scan: csv_scan.FileScan | None = None) -> None:
+        """Read ``card``'s pending file in the background; ``scan`` is the upload check's, when there was one."""
+        thread = threading.Thread(target=self.read, args=(card, scan), name=f"reading {card.card_id}", daemon=True)
+        thread.start()
+
+    def resume(self) -> int:
+        """Start again the readings an earlier process left unfinished; return how many."""
+        pending = self.store.pending_readings()
+        for card in pending:
+            log.info("resuming the reading of %s for table %s", card.pending_name, card.card_id)
+            self.start(card)
+        return len(pending)
+
+    def read(self, card: Card, scan: csv_scan.FileScan | None = None) -> None:
+        """Read the file and end the reading, one way or the other."""
+        name = card.pending_name or "the file"
+        profile = TableProfile(card.rows, card.columns, "")  # what a failed reading leaves
+        successful = False
+        try:
+            if self.settings.take_failure():
+                raise ReadingFailed("the test control fail_readings made this reading fail")
+            profile = profile_file(scan or self._rescan(card), name)
+            successful = True
+        except ReadingFailed as err:
+            profile.description = f"Reading {name} failed: {err}."
+        except Exception as err:  # our own bug must not leave the table being read for ever
+            log.exception("reading %s for table %s failed", name, card.card_id)
+            profile.description = f"Reading {name} failed: the service could not read it ({type(err).__name__})."
+        self.settings.wait_until_due(card.accepted_at or 0.0)
+        self.store.finish_reading(
+            card.card_id,
+            card.pending_file,
+            rows=profile.rows,
+            columns=profile.columns,
+            description=profile.description,
+            successful=successful,
+        )
+
+    def _rescan(self, card: Card) -> csv_scan.FileScan:
+        """Scan the kept file again (a resumed reading has no upload check to start from)."""
+        path = self.store.path(card.pending_file)
+        if not path.is_file():
+            raise ReadingFailed("the uploaded file is no longer in the emulator's data directory")
+        scan = csv_scan.scan_file(path, max_columns=self.max_columns, max_bytes=self.max_bytes)
+        if scan.errors:
+            raise ReadingFailed("; ".join(str(p) for p in scan.errors[:5]))
+        return scan

@@ -1,0 +1,189 @@
+"""The command line: curl works as the seed describes, a first run is ready to use, --help explains
+the configuration, bad configuration is refused clearly, and start-up is fast.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from airflow_tables.emulator.testing import CONFIG_NAME, EmulatorProcess, make_test_config
+
+EMULATOR = [sys.executable, "-m", "airflow_tables.emulator"]
+curl = pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
+
+
+def _curl_import(emu, path: Path, file_arg: str) -> tuple[int, dict]:
+    out = subprocess.run(
+        [
+            "curl", "-sS", "--noproxy", "*", "-w", "\n%{http_code}",
+            "-H", f"X-API-Key: {emu.api_key}",
+            "-F", f"ProjectID={emu.project_id}",
+            "-F", file_arg.format(path=path),
+            f"{emu.base_url}/v1.0/data/import",
+        ],
+        capture_output=True, text=True, timeout=60, check=True,
+    ).stdout  # fmt: skip
+    body, _, status = out.rpartition("\n")
+    return int(status), json.loads(body)
+
+
+@curl
+def test_curl_imports_a_file_as_the_seed_shows(emulator, tmp_path):
+    path = tmp_path / "from curl.csv"
+    path.write_bytes(b"id,city\n1,Lisbon\n2,Porto\n")
+    status, body = _curl_import(emulator, path, "File=@{path};type=text/csv")
+    assert status == 200, body
+    assert body["Msg"] == "OK" and body["Success"] is True
+    summary = emulator.wait_until_processed(emulator.project_id, body["CardID"])
+    assert (summary["CardName"], summary["Rows"], summary["SuccessfulUpload"]) == ("from curl", 2, True)
+
+
+@curl
+def test_curl_without_a_media_type_sends_octet_stream_and_is_refused(emulator, tmp_path):
+    path = tmp_path / "x.csv"
+    path.write_bytes(b"id\n1\n")
+    status, body = _curl_import(emulator, path, "File=@{path}")
+    assert status == 415 and "application/octet-stream" in body["Msg"]
+
+
+def test_help_explains_keys_departments_credits_connectors_and_test_controls():
+    script = Path(sys.executable).with_name("airflow-tables-emulator")
+    argv = [str(script)] if script.exists() else EMULATOR
+    text = subprocess.run([*argv, "--help"], capture_output=True, text=True, check=True, timeout=30).stdout
+    for words in ["--data-dir", "--config", "api_keys", "X-API-Key", "manage", "read", "credits", "departments",
+                  "connectors", "LockedFromDelete", "--test-controls", "--processing-delay", "first run"]:  # fmt: skip
+        assert words in text, words
+
+
+def _start(argv: list[str], workdir: Path, timeout: float = 30) -> tuple[subprocess.Popen, dict, Path]:
+    ready, log = workdir / "ready.json", workdir / f"out-{time.monotonic_ns()}.txt"
+    ready.unlink(missing_ok=True)
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [*argv, "--port", "0", "--ready-file", str(ready)], stdout=out, stderr=subprocess.STDOUT
+        )
+    deadline = time.monotonic() + timeout
+    while not ready.exists():
+        assert proc.poll() is None, log.read_text()
+        assert time.monotonic() < deadline, "not ready in time"
+        time.sleep(0.02)
+    return proc, json.loads(ready.read_text()), log
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    proc.wait(10)
+
+
+def test_a_first_run_without_config_prints_a_ready_to_use_key_and_department(tmp_path):
+    data = tmp_path / "data"
+    proc, info, log = _start([*EMULATOR, "--data-dir", str(data)], tmp_path)
+    try:
+        printed = log.read_text()
+        key = re.search(r"X-API-Key:\s+(\S+)", printed).group(1)
+        project_id = re.search(r"ProjectID:\s+(\S+)", printed).group(1)
+        assert "credits:    100" in printed and "curl -H" in printed
+        headers = {"X-API-Key": key}
+        response = httpx.post(
+            f"{info['url']}/v1.0/data/import",
+            headers=headers,
+            data={"ProjectID": project_id},
+            files={"File": ("first.csv", b"a\n1\n", "text/csv")},
+        )
+        assert response.status_code == 200, response.text
+    finally:
+        _stop(proc)
+    proc, info, log = _start([*EMULATOR, "--data-dir", str(data)], tmp_path)  # second run: same key, same table
+    try:
+        assert key not in log.read_text()  # printed once, on the first run only
+        cards = httpx.get(f"{info['url']}/v1.0/projects/{project_id}/cards", headers=headers).json()["Cards"]
+        assert [c["CardName"] for c in cards] == ["first"]
+    finally:
+        _stop(proc)
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        (lambda c: c["api_keys"][0].update(organisation="nobody"), "api_keys[0].organisation 'nobody'"),
+        (lambda c: c["connectors"][0].update(status="on"), "connectors[0].status"),
+        (lambda c: c["connectors"][0].update(card_id="CRD-1"), "connectors[0].card_id 'CRD-1'"),
+        (lambda c: c["organisations"]["test-org"].update(credits=-1), "organisations.test-org.credits"),
+        (lambda c: c.update(users=[]), "unknown field(s) users"),
+        (lambda c: c.update(api_keys=[]), "no api_keys"),
+    ],
+)
+def test_a_bad_configuration_exits_2_naming_the_field(tmp_path, change, words):
+    config = make_test_config()
+    change(config)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    result = subprocess.run(
+        [*EMULATOR, "--data-dir", str(tmp_path / "d"), "--config", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode == 2 and words in result.stderr, result.stderr
+
+
+def test_a_toml_configuration_works(tmp_path):
+    pytest.importorskip("tomllib")
+    path = tmp_path / "config.toml"
+    path.write_text(
+        "[organisations.acme]\ncredits = 3\n\n"
+        '[[api_keys]]\nkey = "toml-key"\norganisation = "acme"\nmanage = ["PRJ-t"]\n'
+    )
+    proc, info, _ = _start([*EMULATOR, "--data-dir", str(tmp_path / "d"), "--config", str(path)], tmp_path)
+    try:
+        response = httpx.get(f"{info['url']}/v1.0/projects/PRJ-t/cards", headers={"X-API-Key": "toml-key"})
+        assert response.status_code == 200 and response.json()["Cards"] == []
+    finally:
+        _stop(proc)
+
+
+def test_a_port_in_use_is_reported(emulator, tmp_path):
+    result = subprocess.run(
+        [*EMULATOR, "--data-dir", str(tmp_path), "--port", str(emulator.port)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode == 1 and f"cannot listen on 127.0.0.1:{emulator.port}" in result.stderr
+
+
+def test_a_data_directory_serves_one_emulator_at_a_time(emulator):
+    result = subprocess.run(
+        [
+            *EMULATOR,
+            "--data-dir",
+            str(emulator.data_dir),
+            "--config",
+            str(emulator.data_dir / CONFIG_NAME),
+            "--port",
+            "0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode == 1 and "another emulator is using the data directory" in result.stderr
+
+
+def test_start_up_takes_well_under_a_second(tmp_path):
+    durations = []
+    for _ in range(3):
+        started = time.perf_counter()
+        emu = EmulatorProcess(tmp_path / "startup").start()
+        durations.append(time.perf_counter() - started)
+        emu.stop()
+    assert min(durations) < 1.0, durations

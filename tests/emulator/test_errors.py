@@ -1,0 +1,228 @@
+"""One test per row of the seed's error table (section 7), each named import failure, and our
+status codes where the seed says "not shown" (docs/emulator.md). Every refusal is checked
+to be the envelope ``{"Msg", "ExecTime"}`` with a Msg that names what to fix, and a refused
+import to cost nothing and leave no file behind.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_tables.emulator.testing import make_test_config
+
+UNKNOWN_CARD = "CRD-00000000-0000-4000-8000-00000000dead"
+
+
+def _table(columns: int, rows: int = 1) -> bytes:
+    header = ",".join(f"c{i}" for i in range(columns))
+    return (header + "\n" + "".join(",".join("1" * columns) + "\n" for _ in range(rows))).encode()
+
+
+# -- the delete error table -------------------------------------------------------------
+
+
+def test_delete_by_a_caller_not_allowed_to_manage_the_department_is_403(client, emulator):
+    card_id = client.import_ready()
+    client.assert_error(client.delete(card_id, key=emulator.read_only_key), 403, "manage", emulator.project_id)
+    assert client.get(card_id).status_code == 200
+
+
+def test_delete_of_a_table_still_being_read_is_409(client, emulator):
+    emulator.set_processing_delay(60)
+    card_id = client.import_ok()
+    client.assert_error(client.delete(card_id), 409, "still being read", "wait until Processed is true")
+    assert client.get(card_id).json()["Processed"] is False
+
+
+def test_delete_of_a_table_fed_by_a_live_connection_is_409_with_locked_from_delete(client, emulator):
+    assert client.get(emulator.connector_card_id).json()["LockedFromDelete"] is True
+    client.assert_error(client.delete(emulator.connector_card_id), 409, "locked", "active connection")
+
+
+# -- the named import failures ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("media_type", ["application/octet-stream", "text/plain", "application/vnd.ms-excel"])
+def test_a_file_part_not_labelled_text_csv_is_415(client, media_type):
+    with client.costs_nothing():
+        client.assert_error(client.upload(media_type=media_type), 415, media_type, "text/csv", "data.csv")
+
+
+def test_text_csv_with_parameters_is_accepted(client):
+    assert client.upload(media_type="text/csv; charset=utf-8").status_code == 200
+
+
+def test_replacing_a_table_still_being_read_is_409(client, emulator):
+    emulator.set_processing_delay(60)
+    card_id = client.import_ok()
+    with client.costs_nothing():
+        client.assert_error(client.upload(card_id=card_id), 409, "being read", "import again")
+
+
+@pytest.mark.parametrize("name", ["data.txt", "data.csv.gz", "data", "report.tsv"])
+def test_a_file_name_not_ending_in_csv_is_400(client, name):
+    with client.costs_nothing():
+        client.assert_error(client.upload(name=name), 400, repr(name), ".csv")
+
+
+def test_a_file_name_ending_in_upper_case_csv_is_accepted(client):
+    assert client.upload(name="DATA.CSV").status_code == 200
+
+
+def test_more_than_300_columns_is_422_while_300_are_accepted(client):
+    with client.costs_nothing():
+        client.assert_error(client.upload(_table(301)), 422, "301 columns", "at most 300", "no credit")
+    assert client.upload(_table(300)).status_code == 200
+
+
+def test_a_file_over_the_size_limit_is_413_while_one_at_the_limit_is_accepted(make_emulator):
+    emu, client = make_emulator(config={**make_test_config(), "limits": {"max_bytes": 1000}})
+    at_limit = _table(1, rows=(1000 - 3) // 2)
+    at_limit += b"1" * (1000 - len(at_limit))
+    assert len(at_limit) == 1000
+    with client.costs_nothing():
+        client.assert_error(client.upload(at_limit + b"\n"), 413, "1,001 bytes", "at most 1,000 bytes")
+    assert client.upload(at_limit).status_code == 200
+
+
+def test_no_credit_left_is_402_and_nothing_is_imported(make_emulator):
+    emu, client = make_emulator(config=make_test_config(credits=1))
+    client.import_ok()
+    assert emu.credits() == 0
+    with client.costs_nothing():
+        client.assert_error(client.upload(), 402, "no credit", emu.organisation)
+    assert len([c for c in client.list().json()["Cards"] if c["ConnectorSource"] is None]) == 1
+
+
+@pytest.mark.parametrize(
+    ("content", "words"),
+    [
+        (b"a,b\n1,2\n3\n4,5\n", ["record 3", "line 3", "1 field"]),
+        (b"", ["empty"]),
+        (b"name\ncaf\xe9\n", ["line 2", "UTF-8"]),
+        (b'a,b\n1,"open\n', ["never closed"]),
+    ],
+    ids=["ragged", "empty", "latin-1", "open-quote"],
+)
+def test_a_file_the_csv_rules_refuse_is_422_naming_the_problem_and_costs_nothing(client, content, words):
+    with client.costs_nothing():
+        client.assert_error(client.upload(content, name="bad.csv"), 422, "'bad.csv'", "no credit", *words)
+
+
+# -- our choices where the seed says "not shown" ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda c, key: c.list(key=key),
+        lambda c, key: c.get(c.emu.connector_card_id, key=key),
+        lambda c, key: c.delete(c.emu.connector_card_id, key=key),
+        lambda c, key: c.upload(key=key),
+    ],
+    ids=["list", "fetch", "delete", "import"],
+)
+@pytest.mark.parametrize(("key", "words"), [(None, "missing"), ("not-a-key", "does not hold a key")])
+def test_a_missing_or_unknown_api_key_is_401_on_every_endpoint(client, call, key, words):
+    with client.costs_nothing():
+        msg = client.assert_error(call(client, key), 401, "X-API-Key", words)
+    assert "not-a-key" not in msg  # a key is never echoed back
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda c: c.list(c.emu.other_project_id, key=c.emu.read_only_key),
+        lambda c: c.get(UNKNOWN_CARD, c.emu.other_project_id, key=c.emu.read_only_key),
+        lambda c: c.delete(UNKNOWN_CARD, c.emu.other_project_id, key=c.emu.read_only_key),
+        lambda c: c.upload(project_id=c.emu.other_project_id, key=c.emu.read_only_key),
+        lambda c: c.list("PRJ-nobody-knows"),
+    ],
+    ids=["list", "fetch", "delete", "import", "unknown-department"],
+)
+def test_a_department_the_key_has_no_role_in_is_403_on_every_endpoint(client, call):
+    with client.costs_nothing():
+        client.assert_error(call(client), 403, "no access to department")
+
+
+def test_a_read_only_key_may_list_and_fetch_but_not_import(client, emulator):
+    assert client.list(key=emulator.read_only_key).status_code == 200
+    assert client.get(emulator.connector_card_id, key=emulator.read_only_key).status_code == 200
+    with client.costs_nothing():
+        client.assert_error(client.upload(key=emulator.read_only_key), 403, "not manage", "importing")
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda c: c.get(UNKNOWN_CARD),
+        lambda c: c.delete(UNKNOWN_CARD),
+        lambda c: c.upload(card_id=UNKNOWN_CARD),
+        lambda c: c.get(c.emu.connector_card_id, c.emu.other_project_id),  # exists, but in another department
+    ],
+    ids=["fetch", "delete", "replace", "other-department"],
+)
+def test_an_unknown_card_id_in_a_visible_department_is_404(client, call):
+    with client.costs_nothing():
+        client.assert_error(call(client), 404, "there is no table")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "words"),
+    [
+        ({"project_id": None}, ["ProjectID", "missing"]),
+        ({"project_id": "  "}, ["ProjectID", "empty"]),
+        ({"card_id": "1234"}, ["CardID", "'1234'", "CRD-"]),
+        ({"card_id": "CRD-not-a-uuid"}, ["CardID", "CRD-"]),
+        ({"card_id": " "}, ["CardID"]),
+    ],
+    ids=["no-project", "blank-project", "card-id-shape", "card-id-not-uuid", "blank-card-id"],
+)
+def test_a_malformed_import_is_400_naming_the_field(client, kwargs, words):
+    with client.costs_nothing():
+        client.assert_error(client.upload(**kwargs), 400, *words)
+
+
+def test_an_import_without_a_file_part_is_400(client, emulator):
+    with client.costs_nothing():
+        response = client.http.post(
+            "/v1.0/data/import",
+            headers={"X-API-Key": emulator.api_key},
+            files={"ProjectID": (None, emulator.project_id)},
+        )
+        client.assert_error(response, 400, "no File part")
+
+
+def test_an_import_that_is_not_multipart_is_400(client, emulator):
+    with client.costs_nothing():
+        response = client.http.post(
+            "/v1.0/data/import", headers={"X-API-Key": emulator.api_key}, json={"ProjectID": emulator.project_id}
+        )
+        client.assert_error(response, 400, "multipart/form-data")
+
+
+def test_an_import_with_two_file_parts_is_400(client, emulator):
+    with client.costs_nothing():
+        response = client.http.post(
+            "/v1.0/data/import",
+            headers={"X-API-Key": emulator.api_key},
+            data={"ProjectID": emulator.project_id},
+            files=[("File", ("a.csv", b"a\n1\n", "text/csv")), ("File", ("b.csv", b"b\n2\n", "text/csv"))],
+        )
+        client.assert_error(response, 400, "more than one File part")
+
+
+def test_replacing_a_connector_table_is_409(client, emulator):
+    with client.costs_nothing():
+        client.assert_error(client.upload(card_id=emulator.connector_card_id), 409, "connected system", "Salesforce")
+
+
+def test_permission_is_checked_before_the_file(client, emulator):
+    """A caller without the right learns nothing about the file's problems (documented order)."""
+    response = client.upload(b"", name="x.csv", media_type="text/plain", key=emulator.read_only_key)
+    client.assert_error(response, 403)
+
+
+@pytest.mark.parametrize(("method", "path", "status"), [("GET", "/nowhere", 404), ("PUT", "/v1.0/data/import", 405)])
+def test_unknown_routes_and_methods_answer_in_the_envelope(client, method, path, status):
+    client.assert_error(client.http.request(method, path), status, path)
