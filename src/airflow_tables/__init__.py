@@ -57,6 +57,12 @@ def get_provider_info() -> dict:
                         "an import is retried only when it never reached the service.",
                         "schema": {"type": ["integer", "null"], "default": 5, "minimum": 0},
                     },
+                    "retry_backoff": {
+                        "label": "Retry backoff (seconds)",
+                        "description": "Retry n waits a random time up to this times 2**n (full jitter), "
+                        "unless the service sends Retry-After.",
+                        "schema": {"type": ["number", "null"], "default": 1, "minimum": 0},
+                    },
                     "verify": {
                         "label": "Verify TLS",
                         "description": "true (default), false, or the path of a CA bundle file.",
@@ -77,6 +83,7 @@ def get_provider_info() -> dict:
                         "project_id": "a ProjectID from the API access page",
                         "timeout": "60",
                         "max_retries": "5",
+                        "retry_backoff": "1",
                         "verify": "true",
                         "app_url": "https://app.tables.example.com",
                     },

@@ -6,13 +6,9 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
-# Airflow reads AIRFLOW_HOME when it is first imported: keep it away from ~/airflow.
-os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="airflow-tables-home-"))
-
-import pytest  # noqa: E402
+import pytest
 
 # Backoff in tests: short enough to keep the suite fast, long enough to be a real wait.
 BACKOFF = 0.01

@@ -7,7 +7,7 @@ import json
 from airflow_tables import get_provider_info
 from airflow_tables.hooks.tables import DataTablesHook
 
-FIELDS = {"timeout", "verify", "max_retries", "project_id", "app_url"}
+FIELDS = {"timeout", "verify", "max_retries", "retry_backoff", "project_id", "app_url"}
 
 
 def connection_type() -> dict:

@@ -28,6 +28,16 @@ def xcom(dag_run, task_id: str, key: str = "return_value") -> Any:
         return None if row is None else XComModel.deserialize_value(row)
 
 
+def xcom_all(dag_run, task_id: str, key: str = "return_value") -> dict[int, Any]:
+    """Every map index's XCom of a mapped task."""
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    query = XComModel.get_many(run_id=dag_run.run_id, dag_ids=dag_run.dag_id, task_ids=task_id, key=key)
+    with create_session() as session:
+        return {row.map_index: XComModel.deserialize_value(row) for row in session.scalars(query)}
+
+
 def retry_task(dags_module, dag_id: str, run_id: str, task_id: str):
     """Give a task whose worker died its next try, as the scheduler does, and run it as dag.test() does.
 

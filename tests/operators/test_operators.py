@@ -13,8 +13,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
+from tests.conftest import APP_URL
 from tests.operators._runs import retry_task, run, state, xcom
-from tests.operators.conftest import APP_URL
 
 CARD = r"CRD-[0-9a-f-]{36}"
 
@@ -153,7 +153,7 @@ def test_resume_after_the_first_try_is_killed(dags_module, datatables_conn, stat
     logical_date = datetime.now(timezone.utc).replace(microsecond=0)
     script = (
         "import sys; from datetime import datetime; "
-        "from tests.operators import _runs, conftest; import importlib.util; "
+        "from tests.operators import _runs; import importlib.util; "
         "spec = importlib.util.spec_from_file_location('m', sys.argv[1]); m = importlib.util.module_from_spec(spec); "
         "spec.loader.exec_module(m); "
         "_runs.run(m, 'dt_import_slow', datetime.fromisoformat(sys.argv[2]), file_path=sys.argv[3])"

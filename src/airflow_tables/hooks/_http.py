@@ -42,6 +42,7 @@ T = TypeVar("T")
 API_VERSION = "v1.0"
 DEFAULT_TIMEOUT = 60.0
 DEFAULT_MAX_RETRIES = 5
+DEFAULT_RETRY_BACKOFF = 1.0
 ENVELOPE = ("Msg", "ExecTime")
 TRANSIENT_STATUSES = frozenset({429, 500, 502, 503, 504})
 CARD_ID = re.compile(r"CRD-[0-9A-Za-z][0-9A-Za-z_-]*\Z")
@@ -82,6 +83,7 @@ class Settings:
     timeout: float = DEFAULT_TIMEOUT
     verify: bool | str = True
     max_retries: int = DEFAULT_MAX_RETRIES
+    retry_backoff: float = DEFAULT_RETRY_BACKOFF
     project_id: str | None = None
     app_url: str | None = None
 
@@ -99,6 +101,9 @@ class Settings:
             timeout=_number(extra.get("timeout"), DEFAULT_TIMEOUT, "timeout", float, minimum=0.001),
             verify=_verify(extra.get("verify")),
             max_retries=_number(extra.get("max_retries"), DEFAULT_MAX_RETRIES, "max_retries", int, minimum=0),
+            retry_backoff=_number(
+                extra.get("retry_backoff"), DEFAULT_RETRY_BACKOFF, "retry_backoff", float, minimum=0
+            ),
             project_id=str(extra["project_id"]) if extra.get("project_id") not in (None, "") else None,
             app_url=extra.get("app_url") or None,
         )

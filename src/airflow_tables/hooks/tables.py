@@ -86,7 +86,8 @@ class DataTablesHook(BaseHook):
 
     :param datatables_conn_id: a ``datatables`` connection: ``host`` the base URL, ``password``
         the API key, extras ``timeout``, ``verify``, ``max_retries``, ``project_id``, ``app_url``.
-    :param backoff_base: seconds; retry *n* waits a random time up to ``backoff_base * 2**n``
+    :param backoff_base: seconds (default: the connection's ``retry_backoff`` extra, else 1);
+        retry *n* waits a random time up to ``backoff_base * 2**n``
         (capped at ``backoff_max``) unless the service sends ``Retry-After``.
     """
 
@@ -99,7 +100,7 @@ class DataTablesHook(BaseHook):
         self,
         datatables_conn_id: str = default_conn_name,
         *,
-        backoff_base: float = 1.0,
+        backoff_base: float | None = None,
         backoff_max: float = 60.0,
         **kwargs: Any,
     ) -> None:
@@ -145,7 +146,7 @@ class DataTablesHook(BaseHook):
     def _policy(self, settings: Settings, retries: int | None = None) -> RetryPolicy:
         return RetryPolicy(
             settings.max_retries if retries is None else retries,
-            backoff_base=self.backoff_base,
+            backoff_base=settings.retry_backoff if self.backoff_base is None else self.backoff_base,
             backoff_max=self.backoff_max,
             logger=self.log,
         )

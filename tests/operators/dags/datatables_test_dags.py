@@ -88,3 +88,21 @@ with _dag("dt_delete_missing_ok"):
     DataTablesDeleteOperator(task_id="delete", card_id="{{ params.card_id }}", missing_ok=True)
 with _dag("dt_delete_no_wait"):
     DataTablesDeleteOperator(task_id="delete", card_id="{{ params.card_id }}", if_processing="fail")
+
+# The fault suite: one mapped import per file, retried through injected faults.
+with _dag("dt_fault_suite") as fault_suite:
+    from airflow.sdk import task
+
+    @task
+    def files(params: dict | None = None) -> list[str]:
+        import glob
+
+        return sorted(glob.glob(f"{params['file_path']}/*.csv"))
+
+    DataTablesImportOperator.partial(
+        task_id="import",
+        poll_interval=0.1,
+        timeout=1.0,  # some waits run into added latency, time out, and are retried mid-wait
+        retries=6,
+        retry_delay=timedelta(0),
+    ).expand(file_path=files())

@@ -1,0 +1,100 @@
+"""Fixtures shared by every test: the local emulator of the Data Tables Service, over real HTTP.
+
+* ``emulator``: one server for the whole session (test controls on), started once.
+  Tests share it, so they make their own tables and never assume an empty list.
+  After each test that used it, its faults are cleared and its settings reset.
+* ``fresh_emulator``: a server of the test's own, on its own temporary data
+  directory, for tests that restart it, kill it or spend all its credits.
+
+For Airflow (hooks, operators, triggers, DAG runs): AIRFLOW_HOME is a fresh temporary
+directory, set before anything imports Airflow; ``datatables_conn`` points the default
+connection at the shared emulator; ``dags_module`` installs the test DAGs and migrates the
+SQLite metadata DB once. No Airflow import here at module level: the emulator's tests
+must run without it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+# Airflow reads AIRFLOW_HOME when it is first imported: keep every test away from ~/airflow.
+os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="airflow-tables-home-"))
+os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
+
+import pytest  # noqa: E402
+
+from airflow_tables.emulator.testing import EmulatorProcess  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def emulator():
+    """The session's shared emulator (see :class:`EmulatorProcess` for its keys and departments)."""
+    process = EmulatorProcess().start()
+    yield process
+    process.stop()
+
+
+@pytest.fixture
+def fresh_emulator():
+    """An emulator of the test's own, with a fresh data directory removed afterwards."""
+    process = EmulatorProcess().start()
+    yield process
+    process.stop()
+
+
+@pytest.fixture(autouse=True)
+def _reset_shared_emulator(request):
+    """Clear the faults and settings a test left on the shared emulator, so the next test starts clean."""
+    yield
+    if "emulator" in request.fixturenames:
+        process = request.getfixturevalue("emulator")
+        if process.process is not None and process.process.poll() is None:
+            process.clear_faults()
+            process.reset_settings()
+
+
+TEST_DAGS = Path(__file__).parent / "operators" / "dags"
+APP_URL = "http://app.tables.test"
+
+
+@pytest.fixture(scope="session")
+def dags_module():
+    """The test DAGs, installed in Airflow's dags folder (dag.test() needs them there) and imported."""
+    home = Path(os.environ["AIRFLOW_HOME"])
+    dags = home / "dags"
+    dags.mkdir(parents=True, exist_ok=True)
+    for source in TEST_DAGS.iterdir():
+        shutil.copy(source, dags / source.name)
+    env = {**os.environ, "AIRFLOW__CORE__LOAD_EXAMPLES": "False"}
+    migrate = subprocess.run(
+        [str(Path(sys.executable).with_name("airflow")), "db", "migrate"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert migrate.returncode == 0, migrate.stderr[-3000:]
+    spec = importlib.util.spec_from_file_location("datatables_test_dags", dags / "datatables_test_dags.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def datatables_conn(emulator, monkeypatch):
+    """``datatables_default`` pointing at the shared emulator, as users write it (JSON env form)."""
+    conn = {
+        "conn_type": "datatables",
+        "host": emulator.base_url,
+        "password": emulator.api_key,
+        "extra": {"project_id": emulator.project_id, "app_url": APP_URL, "max_retries": 3, "retry_backoff": 0.02},
+    }
+    monkeypatch.setenv("AIRFLOW_CONN_DATATABLES_DEFAULT", json.dumps(conn))
+    return emulator
