@@ -125,3 +125,32 @@ def machine() -> str:
 
 def python() -> str:
     return sys.executable
+
+
+@dataclass
+class Row:
+    """One line of the benchmark report: ours against an anchor measured in the same run."""
+
+    benchmark: str
+    case: str
+    ours: str
+    anchor: str
+    ratio: float | None
+    peak: str
+    target: str
+    met: bool | None
+
+    def markdown(self) -> str:
+        ratio = "" if self.ratio is None else f"{self.ratio:.2f}x"
+        met = {True: "yes", False: "**no**", None: ""}[self.met]
+        cells = [self.benchmark, self.case, self.ours, self.anchor, ratio, self.peak, self.target, met]
+        return "| " + " | ".join(cells) + " |"
+
+
+def write_rows(path: str | None, rows: list[Row]) -> None:
+    """With ``--json PATH``, leave the rows for benchmarks/run_all.py."""
+    if path:
+        import json
+        from dataclasses import asdict
+
+        Path(path).write_text(json.dumps([asdict(r) for r in rows]))

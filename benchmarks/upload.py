@@ -30,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import MIB, csv_file, machine, med, median_runs, python, run_process  # noqa: E402
+from _common import MIB, Row, csv_file, machine, med, median_runs, python, run_process, write_rows  # noqa: E402
 
 PROJECT = "PRJ-bench"
 KEY = "bench-key-0123456789"
@@ -179,6 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--server", choices=["counting", "emulator"], default="counting")
     parser.add_argument("--serve", help=argparse.SUPPRESS)
     parser.add_argument("--hook-client", help=argparse.SUPPRESS)
+    parser.add_argument("--json", help="also write the report's rows here (for run_all.py)")
     args = parser.parse_args(argv)
     if args.serve:
         serve(args.serve)
@@ -235,6 +236,22 @@ def main(argv: list[str] | None = None) -> int:
         failures.append(f"hook upload grew the process by {growth:.1f} MiB (target <= 64)")
     for failure in failures:
         print(f"FAIL: {failure}")
+    confirmed = f"{sum(c == 'ok' for c in checks)}/{len(checks)} byte-checked"
+    write_rows(
+        args.json,
+        [
+            Row(
+                "upload",
+                f"{size / 2**20:.0f} MiB through import_csv vs curl -F, {confirmed}",
+                f"{hook_call_s:.2f} s",
+                f"{curl_s:.2f} s",
+                hook_call_s / curl_s,
+                f"+{growth:.0f} MiB during the upload",
+                "<= 1.5x, <= 64 MiB",
+                hook_call_s <= 1.5 * curl_s and growth <= 64 and not [c for c in checks if c != "ok"],
+            )
+        ],
+    )
     return 1 if failures else 0
 
 

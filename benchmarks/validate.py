@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import csv_file, machine, med, median_runs, python, run_process  # noqa: E402
+from _common import Row, csv_file, machine, med, median_runs, python, run_process, write_rows  # noqa: E402
 
 DUCKDB = (
     "import duckdb, sys; con = duckdb.connect(); "
@@ -60,17 +60,37 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--columns", type=int, nargs="+", default=[20, 300])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--pyarrow", action="store_true", help="also time pyarrow.csv.open_csv")
+    parser.add_argument("--json", help="also write the report's rows here (for run_all.py)")
     args = parser.parse_args(argv)
     print(f"machine: {machine()}")
     print(f"{'file':<22} {'tool':<15} {'time s':>8} {'vs duckdb':>10} {'peak MiB':>9} rows")
     failures = []
+    rows: list[Row] = []
     peaks: dict[int, list[float]] = {}
     for columns in args.columns:
         for size in args.sizes:
             path, expected = csv_file(columns, size)
             runs = median_runs(contenders(path, args.pyarrow), args.repeat)
             anchor = med(runs["duckdb"], "seconds")
+            ours_s = med(runs["airflow-tables"], "seconds")
+            ours_peak = max(r.peak_mib for r in runs["airflow-tables"])
             for name, rs in runs.items():
+                if name != "airflow-tables":
+                    theirs = med(rs, "seconds")
+                    target = "<= 0.8x, <= 32 MiB" if name == "duckdb" and size >= 512 else ""
+                    met = (ours_s / theirs <= 0.8 and ours_peak <= 32) if target else None
+                    rows.append(
+                        Row(
+                            "validate_csv",
+                            f"{columns} cols, {size} MiB, vs {name}",
+                            f"{ours_s:.2f} s",
+                            f"{theirs:.2f} s",
+                            ours_s / theirs,
+                            f"{ours_peak:.0f} vs {max(r.peak_mib for r in rs):.0f} MiB",
+                            target,
+                            met,
+                        )
+                    )
                 seconds, peak = med(rs, "seconds"), max(r.peak_mib for r in rs)
                 got = rows_of(name, rs[-1].stdout)
                 mark = "ok" if got == expected else f"WRONG ({got} != {expected})"
@@ -87,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         if len(ps) > 1 and max(ps) - min(ps) > 4:
             failures.append(f"{columns} cols: peak memory grows with size: {ps}")
     print("targets: " + ("all met" if not failures else "MISSED: " + "; ".join(failures)))
+    write_rows(args.json, rows)
     return 0 if not failures else 1
 
 

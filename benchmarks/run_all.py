@@ -1,0 +1,85 @@
+"""``make bench``: every benchmark in one run, one table, written to the README.
+
+    .venv/bin/python benchmarks/run_all.py [--quick]
+
+Runs validate.py (20 and 300 columns, 64 and 512 MiB, against duckdb, pyarrow and Python's
+csv), upload.py (the hook against curl), wait.py (coalesced deferred waits against per-task
+polling), emulator_read.py (reading an upload against validate_csv) and parse.py (import
+costs), each as its own process on a quiet machine is best. Every ratio compares with an
+anchor measured in the same run. The table goes to benchmarks/results/latest.md and between
+the markers in README.md. ``--quick`` uses 64 MiB files and fewer repeats (minutes, not tens).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import Row, machine, python  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+START, END = "<!-- bench:start -->", "<!-- bench:end -->"
+
+
+def suites(quick: bool) -> list[list[str]]:
+    sizes = ["64"] if quick else ["64", "512"]
+    repeat = "1" if quick else "3"
+    return [
+        ["validate.py", "--sizes", *sizes, "--repeat", repeat, "--pyarrow"],
+        ["upload.py", "--size", "64" if quick else "512", "--repeat", "2" if quick else "5"],
+        ["wait.py"],
+        ["emulator_read.py", "--sizes", *sizes, "--repeat", repeat],
+        ["parse.py", "--repeat", "3" if quick else "7"],
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args(argv)
+    started = time.monotonic()
+    rows: list[Row] = []
+    failed = []
+    for suite in suites(args.quick):
+        with tempfile.NamedTemporaryFile(suffix=".json") as out:
+            print(f"== {' '.join(suite)}", flush=True)
+            code = subprocess.call([python(), str(HERE / suite[0]), *suite[1:], "--json", out.name])
+            data = Path(out.name).read_text()
+            rows.extend(Row(**r) for r in json.loads(data or "[]"))
+            if code != 0:
+                failed.append(suite[0])
+    command = "make bench" + (" (--quick)" if args.quick else "")
+    lines = [
+        f"Measured {dt.date.today().isoformat()} with `{command}` on {machine()}; "
+        f"{time.monotonic() - started:.0f} s in all. Ratios are ours / the anchor, both measured in this run.",
+        "",
+        "| benchmark | case | ours | anchor | ratio | peak memory | target | met |",
+        "|---|---|---|---|---|---|---|---|",
+        *(r.markdown() for r in rows),
+    ]
+    table = "\n".join(lines) + "\n"
+    results = HERE / "results"
+    results.mkdir(exist_ok=True)
+    (results / "latest.md").write_text(table)
+    readme = ROOT / "README.md"
+    text = readme.read_text()
+    if START in text and END in text:
+        head, rest = text.split(START, 1)
+        readme.write_text(head + START + "\n" + table + END + rest.split(END, 1)[1])
+    print(table)
+    if failed:
+        print(f"benchmarks that missed a target or failed: {', '.join(failed)}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
