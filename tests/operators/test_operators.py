@@ -261,3 +261,26 @@ def test_delete_without_permission_fails_without_retry(dags_module, datatables_c
     ti = dag_run.get_task_instance("delete")
     assert str(ti.state) == "failed" and ti.try_number == 1
     assert card_id in {c["CardID"] for c in datatables_conn.list_cards()}
+
+
+def test_openlineage_facets_name_the_file_and_the_table(dags_module, datatables_conn, tmp_path):
+    path = orders_csv(tmp_path)
+    dag_run = run(dags_module, "dt_import_poke", file_path=str(path))
+    ti = dag_run.get_task_instance("import")
+    card_id = xcom(dag_run, "import")
+
+    class RuntimeTI:  # what the OpenLineage listener hands over: xcom_pull and task_id
+        task_id = ti.task_id
+
+        @staticmethod
+        def xcom_pull(task_ids: str, key: str):
+            return xcom(dag_run, task_ids, key=key)
+
+    operator = dags_module.DAGS["dt_import_poke"].get_task("import")
+    operator.file_path = str(path)
+    lineage = operator.get_openlineage_facets_on_complete(RuntimeTI())
+    assert [(d.namespace, d.name) for d in lineage.inputs] == [("file", str(path))]
+    host = datatables_conn.base_url.split("://", 1)[1]
+    assert [(d.namespace, d.name) for d in lineage.outputs] == [
+        (f"datatables://{host}", f"{datatables_conn.project_id}/{card_id}")
+    ]

@@ -310,13 +310,20 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
         )
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
-        """The uploaded file as input and the table as output, when the OpenLineage provider is installed."""
+        """The uploaded file as input and the table as output (called by the OpenLineage provider only).
+
+        The table is named ``<ProjectID>/<CardID>`` in the namespace ``datatables://<service host>``.
+        """
+        from urllib.parse import urlsplit
+
         from airflow.providers.openlineage.extractors import OperatorLineage
         from openlineage.client.event_v2 import Dataset
 
         card_id = task_instance.xcom_pull(task_ids=task_instance.task_id, key="card_id")
-        outputs = [Dataset(namespace="datatables", name=f"{self.project_id or ''}/{card_id}")] if card_id else []
-        return OperatorLineage(inputs=[Dataset(namespace="file", name=str(self.file_path))], outputs=outputs)
+        host = urlsplit(self.hook.settings.base_url).netloc
+        outputs = [Dataset(namespace=f"datatables://{host}", name=f"{self.department}/{card_id}")] if card_id else []
+        file = os.path.abspath(self.file_path)
+        return OperatorLineage(inputs=[Dataset(namespace="file", name=file)], outputs=outputs)
 
 
 class DataTablesReplaceOperator(DataTablesImportOperator):
