@@ -187,7 +187,7 @@ def test_resume_after_the_first_try_is_killed(dags_module, datatables_conn, stat
     assert next(c for c in emulator.list_cards() if c["CardID"] == card_id)["Processed"] is True
 
 
-@pytest.mark.parametrize("mode", ["poke", "defer"])
+@pytest.mark.parametrize("mode", ["poke", "defer", "reschedule"])
 def test_sensor_returns_the_summary(dags_module, datatables_conn, tmp_path, mode):
     datatables_conn.set_processing_delay(0.8)
     card_id = import_table(datatables_conn, orders_csv(tmp_path))

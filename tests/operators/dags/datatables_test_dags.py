@@ -50,6 +50,11 @@ for deferrable in (False, True):
             task_id="wait", card_id="{{ params.card_id }}", deferrable=deferrable, poke_interval=0.2, timeout=60
         )
 
+with _dag("dt_sensor_reschedule"):
+    DataTablesProcessedSensor(
+        task_id="wait", card_id="{{ params.card_id }}", mode="reschedule", poke_interval=0.2, timeout=60
+    )
+
 # The first try gives up waiting after 1.5 s; the retry must re-attach, not import again.
 with _dag("dt_import_retry"):
     DataTablesImportOperator(
