@@ -19,29 +19,69 @@ from pathlib import Path
 CACHE = Path(os.environ.get("AIRFLOW_TABLES_BENCH_CACHE", Path.home() / ".cache" / "airflow-tables-bench"))
 MIB = 1024 * 1024
 
-_WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "Lisbon", "Zürich", "n/a", ""]
-_STRUCTURED = ["x, y", "line one\nline two", "semi;colon", 'say "hi"', "tab\there", "pipe|bar", "a,b\r\nc"]
+_FIRST = ["Ana", "Bo", "Chen", "Dmitri", "Eva", "Farah", "Gustav", "Hana", "Ivo", "Jürgen", "Kofi", "Lena"]
+_LAST = ["Silva", "Larsen", "Wang", "Ivanov", "Novak", "Haddad", "Berg", "Sato", "Horvat", "Müller", "Mensah"]
+_CITIES = ["Lisbon", "Zürich", "São Paulo", "Oslo", "Nairobi", "Kyoto", "Austin", "Lyon", "Gdańsk", "Perth"]
+_CATEGORIES = ["retail", "wholesale", "online", "partner", "internal", "returns", "samples", "other"]
+_NOTES = ["left at reception", "second delivery", "paid by card", "gift wrapped", "n/a", "priority customer"]
+# Quoted because they must be: separators, line breaks and quotes inside the text.
+_QUOTED = [
+    "delivered late, customer called",
+    "line one\nline two",
+    "ask for Bo; not Ana",
+    'customer said "fine"',
+    "ship to: dock 4\r\nbring ID",
+    "sizes: S|M|L",
+    "tab\tseparated note",
+]
 
 
-def _field(rng: random.Random) -> str:
-    r = rng.random()
-    if r < 0.45:
-        return str(rng.randint(0, 10**7))
-    if r < 0.75:
-        return rng.choice(_WORDS)
-    if r < 0.85:
-        return f"{rng.uniform(-1000, 1000):.3f}"
-    text = rng.choice(_STRUCTURED) if r < 0.93 else rng.choice(_WORDS)
-    return '"' + text.replace('"', '""') + '"'
+def _row(rng: random.Random, columns: int, n: int) -> str:
+    """One row of a plausible sales table: ids, times, amounts, names, emails, cities, notes."""
+    fields = []
+    for c in range(columns):
+        kind = c % 10
+        if kind == 0:
+            fields.append(str(n * 7 + c))
+        elif kind == 1:
+            fields.append(
+                f"2026-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}T"
+                f"{rng.randint(0, 23):02d}:{rng.randint(0, 59):02d}:{rng.randint(0, 59):02d}"
+            )
+        elif kind == 2:
+            fields.append(f"{rng.uniform(0, 5000):.2f}")
+        elif kind == 3:
+            fields.append(rng.choice(_CATEGORIES))
+        elif kind == 4:
+            fields.append(f"{rng.choice(_FIRST)} {rng.choice(_LAST)}")
+        elif kind == 5:
+            fields.append(f"{rng.choice(_FIRST).lower()}.{rng.choice(_LAST).lower()}@example.com")
+        elif kind == 6:
+            fields.append(rng.choice(_CITIES))
+        elif kind == 7:  # free text: one in four needs quoting
+            r = rng.random()
+            if r < 0.25:
+                fields.append('"' + rng.choice(_QUOTED).replace('"', '""') + '"')
+            else:
+                fields.append("" if r < 0.4 else rng.choice(_NOTES))
+        elif kind == 8:
+            fields.append(rng.choice(["true", "false"]))
+        else:
+            fields.append(str(rng.randint(0, 500)))
+    return ",".join(fields) + "\n"
 
 
 def csv_file(columns: int, size_mib: int) -> tuple[Path, int]:
     """A cached CSV just under ``size_mib`` MiB, with quoted separators and line breaks; returns (path, rows).
 
+    The data looks like a sales export: ids, timestamps, amounts, names, e-mail addresses,
+    cities with accents, and a free-text column where one value in four needs quoting
+    (commas, semicolons, pipes, tabs, quotes, LF and CRLF line breaks inside).
+
     A block of random rows is repeated, so making a 512 MiB file takes seconds, not minutes.
     """
     CACHE.mkdir(parents=True, exist_ok=True)
-    path = CACHE / f"bench_{columns}cols_{size_mib}mib.csv"
+    path = CACHE / f"sales_{columns}cols_{size_mib}mib.csv"
     rows_file = path.with_suffix(".rows")
     if path.exists() and rows_file.exists():
         return path, int(rows_file.read_text())
@@ -50,7 +90,7 @@ def csv_file(columns: int, size_mib: int) -> tuple[Path, int]:
     block_rows = []
     block_size = 0
     while block_size < 4 * MIB:
-        row = ",".join(_field(rng) for _ in range(columns)) + "\n"
+        row = _row(rng, columns, len(block_rows))
         block_rows.append(row)
         block_size += len(row.encode())
     block = "".join(block_rows).encode()
