@@ -79,6 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
     parser.add_argument("--access-log", action="store_true", help="log every request")
+    parser.add_argument("--ssl-certfile", type=Path, help="serve HTTPS with this PEM certificate (chain)")
+    parser.add_argument("--ssl-keyfile", type=Path, help="the certificate's PEM private key (with --ssl-certfile)")
     return parser
 
 
@@ -136,7 +138,10 @@ def banner(config: EmulatorConfig, url: str, first_run: bool) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.ssl_keyfile and not args.ssl_certfile:
+        parser.error("--ssl-keyfile needs --ssl-certfile")
     config = EmulatorConfig(
         data_dir=args.data_dir.resolve(),
         host=args.host,
@@ -157,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     config.port = sock.getsockname()[1]
     host = f"[{args.host}]" if ":" in args.host else args.host
-    url = f"http://{host}:{config.port}"
+    url = f"{'https' if args.ssl_certfile else 'http'}://{host}:{config.port}"
 
     from airflow_tables.emulator.app import create_app
     from airflow_tables.emulator.store import DataDirInUse
@@ -193,6 +198,8 @@ def serve(app, sock: socket.socket, args: argparse.Namespace, ready: dict) -> No
         proxy_headers=False,
         lifespan="on",
         timeout_graceful_shutdown=3,
+        ssl_certfile=args.ssl_certfile,
+        ssl_keyfile=args.ssl_keyfile,
     )
     Server(config).run(sockets=[sock])
 

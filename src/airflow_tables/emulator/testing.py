@@ -77,6 +77,7 @@ class EmulatorProcess:
     active connector table in ``project_id``, and ``organisation`` has 1000 credits.
     With a ``config`` of your own they are taken from its first managing key,
     first read-only key and first connector, where there are any.
+    ``ssl_certfile`` (and ``ssl_keyfile``) serve HTTPS; ``base_url`` is then ``https://``.
     """
 
     def __init__(
@@ -88,6 +89,8 @@ class EmulatorProcess:
         processing_delay: float = 0.0,
         host: str = "127.0.0.1",
         port: int = 0,
+        ssl_certfile: str | os.PathLike | None = None,
+        ssl_keyfile: str | os.PathLike | None = None,
     ) -> None:
         self._owns_dir = data_dir is None
         self.data_dir = Path(data_dir) if data_dir is not None else None
@@ -97,6 +100,16 @@ class EmulatorProcess:
         self._start_delay = processing_delay
         self.host = host
         self.port = port
+        self.ssl_certfile = ssl_certfile
+        self.ssl_keyfile = ssl_keyfile
+        self._opener = _NO_PROXY
+        if ssl_certfile is not None:
+            import ssl
+
+            # The helper only talks to the process it started, whose certificate a test may
+            # deliberately make untrusted: its own control requests do not verify it.
+            https = urllib.request.HTTPSHandler(context=ssl._create_unverified_context())
+            self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), https)
         self.base_url = ""
         self.process: subprocess.Popen | None = None
         keys = self.config.get("api_keys", [])
@@ -144,6 +157,10 @@ class EmulatorProcess:
         ]
         if self.test_controls:
             argv.append("--test-controls")
+        if self.ssl_certfile is not None:
+            argv += ["--ssl-certfile", os.fspath(self.ssl_certfile)]
+        if self.ssl_keyfile is not None:
+            argv += ["--ssl-keyfile", os.fspath(self.ssl_keyfile)]
         self._start_delay = self.processing_delay
         with open(self.data_dir / LOG_NAME, "ab") as log:
             self.process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
@@ -210,7 +227,7 @@ class EmulatorProcess:
         data = json.dumps(body).encode() if body is not None else None
         req = urllib.request.Request(self.base_url + path, data=data, method=method, headers=headers)
         try:
-            with _NO_PROXY.open(req, timeout=30) as resp:
+            with self._opener.open(req, timeout=30) as resp:
                 return resp.status, json.loads(resp.read() or b"{}")
         except urllib.error.HTTPError as err:
             return err.code, json.loads(err.read() or b"{}")

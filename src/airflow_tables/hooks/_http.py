@@ -101,9 +101,7 @@ class Settings:
             timeout=_number(extra.get("timeout"), DEFAULT_TIMEOUT, "timeout", float, minimum=0.001),
             verify=_verify(extra.get("verify")),
             max_retries=_number(extra.get("max_retries"), DEFAULT_MAX_RETRIES, "max_retries", int, minimum=0),
-            retry_backoff=_number(
-                extra.get("retry_backoff"), DEFAULT_RETRY_BACKOFF, "retry_backoff", float, minimum=0
-            ),
+            retry_backoff=_number(extra.get("retry_backoff"), DEFAULT_RETRY_BACKOFF, "retry_backoff", float, minimum=0),
             project_id=str(extra["project_id"]) if extra.get("project_id") not in (None, "") else None,
             app_url=extra.get("app_url") or None,
         )
@@ -212,7 +210,7 @@ def connection_error(settings: Settings, req: Request, exc: BaseException, *, se
 def _json_object(content: bytes) -> dict | None:
     try:
         body = json.loads(content)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: JSON nested deeper than the interpreter's stack
         return None
     return body if isinstance(body, dict) else None
 

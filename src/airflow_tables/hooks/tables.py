@@ -243,8 +243,11 @@ class DataTablesHook(BaseHook):
     @staticmethod
     def _cards_of(body: dict) -> list[dict]:
         cards = body.get("Cards")
-        if not isinstance(cards, list) or not all(isinstance(c, dict) for c in cards):
-            raise DataTablesError(200, "malformed list of tables: no 'Cards' array of objects")
+        # Every caller reads c["CardID"]: an entry without one is a malformed answer, not a KeyError later.
+        if not isinstance(cards, list) or not all(
+            isinstance(c, dict) and isinstance(c.get("CardID"), str) for c in cards
+        ):
+            raise DataTablesError(200, "malformed list of tables: no 'Cards' array of objects with a CardID")
         return cards
 
     def list_cards(self, project_id: str | None = None) -> list[dict]:
