@@ -7,7 +7,7 @@ password = the API key, extra ``project_id`` = the department. See docs/connecti
 from __future__ import annotations
 
 import sys
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from airflow.providers.standard.operators.bash import BashOperator
@@ -39,7 +39,8 @@ with DAG(
         deferrable=True,
         poll_interval=2,
         timeout=600,
-        retries=2,
+        retries=2,  # a retry waits on the table the first try imported, never imports again
+        retry_delay=timedelta(seconds=20),
     )
 
     @task

@@ -41,7 +41,10 @@ from .harness import (
 
 HERE = Path(__file__).resolve().parent
 SMOKE_DAGS = HERE / "dags"
-EMULATOR_PROCESSING_DELAY = 3.0
+# Long enough that the trigger cannot fire before the executor has reported the deferring
+# workload: on a loaded 2-core machine Airflow 3.3 can take seconds to do that, and a trigger
+# that fires first races it (the scheduler then fails the try as "state changed externally").
+EMULATOR_PROCESSING_DELAY = 10.0
 APP_URL = "http://app.example.test"
 
 _stack: AirflowStack | None = None  # for the failure report

@@ -276,8 +276,9 @@ def test_openlineage_facets_name_the_file_and_the_table(dags_module, datatables_
         def xcom_pull(task_ids: str, key: str):
             return xcom(dag_run, task_ids, key=key)
 
-    operator = dags_module.DAGS["dt_import_poke"].get_task("import")
-    operator.file_path = str(path)
+    from airflow_tables.operators.tables import DataTablesImportOperator
+
+    operator = DataTablesImportOperator(task_id="import", file_path=str(path))  # as rendered for that run
     lineage = operator.get_openlineage_facets_on_complete(RuntimeTI())
     assert [(d.namespace, d.name) for d in lineage.inputs] == [("file", str(path))]
     host = datatables_conn.base_url.split("://", 1)[1]
