@@ -138,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{'reading/validate':>17} {'server peak MiB':>16}"
     )
     failures = []
-    rows: list[Row] = []
+    report: list[Row] = []
     peaks: dict[int, list[float]] = {}
     for columns in args.columns:
         for size in args.sizes:
@@ -149,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{path.name:<26} {r['validate']:>10.2f} {r['upload']:>9.2f} {r['ready']:>8.2f} {r['reading']:>10.2f} "
                 f"{ratio:>16.2f}x {r['peak_mib']:>8.1f} (idle {r['start_peak_mib']:.0f})"
             )
-            rows.append(
+            report.append(
                 Row(
                     "emulator reading",
                     f"{columns} cols, {size} MiB, upload to Processed minus transfer, vs validate_csv",
@@ -168,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         if max(ps) - min(ps) > 16:
             failures.append(f"{columns} cols: server peak memory grows with the file: {ps}")
     print("targets: " + ("all met" if not failures else "MISSED: " + "; ".join(failures)))
-    write_rows(args.json, rows)
+    write_rows(args.json, report)
     return 0 if not failures else 1
 
 
