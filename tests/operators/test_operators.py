@@ -118,6 +118,21 @@ def test_retry_after_a_timed_out_wait_reattaches(dags_module, datatables_conn, s
     assert stats["credits"] - emulator.credits() == 1
 
 
+def test_below_airflow_3_3_the_retry_reattaches_through_a_variable(dags_module, datatables_conn, stats, tmp_path):
+    """The stand-in for ResumableJobMixin keeps the job in a Variable keyed by the task instance."""
+    emulator = datatables_conn
+    emulator.set_processing_delay(3.0)
+    dag_run = run(dags_module, "dt_import_retry_legacy", file_path=str(orders_csv(tmp_path)))
+
+    ti = dag_run.get_task_instance("import")
+    assert str(ti.state) == "success" and ti.try_number == 2
+    assert imports_since(emulator, stats) == 1
+    from airflow.models.variable import Variable
+
+    key = f"airflow_tables.state.dt_import_retry_legacy.{dag_run.run_id}.import.-1.datatables_table"
+    assert json.loads(Variable.get(key))["card_id"] == xcom(dag_run, "import")
+
+
 def test_retry_after_a_lost_import_answer_adopts_the_table(dags_module, datatables_conn, stats, tmp_path):
     """The service imports the file but the answer never arrives: the retry adopts that table."""
     emulator = datatables_conn

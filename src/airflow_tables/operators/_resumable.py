@@ -15,6 +15,8 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from airflow.sdk.bases.operator import BaseOperatorMeta
+
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
@@ -49,35 +51,43 @@ def durable_store(context: Context) -> Any:
     return store if store is not None else _VariableStore(context)
 
 
+class DurableJobMixin:
+    """``ResumableJobMixin``'s decisions for Airflow < 3.3, over :class:`_VariableStore`.
+
+    Submit once per task instance, whatever the number of tries: a later try that finds the
+    job of an earlier one waits on it (or returns its result) instead of submitting again.
+    """
+
+    external_id_key: str  # set by the operator, as with the SDK's mixin
+
+    # Operators' __init__ methods are wrapped by BaseOperatorMeta; a mixin's must be too (as the SDK's is).
+    @BaseOperatorMeta._apply_defaults  # type: ignore[type-var]
+    def __init__(self, *, durable: bool = True, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.durable = durable
+
+    def execute_resumable(self, context: Context) -> Any:
+        store = _VariableStore(context) if self.durable else None
+        external_id = store.get(self.external_id_key) if store is not None else None
+        if external_id is not None:
+            status = self.get_job_status(external_id, context)
+            if self.is_job_active(status):
+                self.log.info("Reconnecting to %s from an earlier try", external_id)
+                self.poll_until_complete(external_id, context)
+                return self.get_job_result(external_id, context)
+            if self.is_job_succeeded(status):
+                return self.get_job_result(external_id, context)
+        external_id = self.submit_job(context)
+        if store is not None and external_id is not None:
+            store.set(self.external_id_key, external_id)
+        self.poll_until_complete(external_id, context)
+        return self.get_job_result(external_id, context)
+
+
 try:
     from airflow.sdk import ResumableJobMixin
 except ImportError:  # Airflow < 3.3
-
-    class ResumableJobMixin:  # type: ignore[no-redef]
-        """Submit once per task instance, whatever the number of tries (see the module docstring)."""
-
-        external_id_key: str = "remote_job_id"
-
-        def __init__(self, *, durable: bool = True, **kwargs: Any) -> None:
-            super().__init__(**kwargs)
-            self.durable = durable
-
-        def execute_resumable(self, context: Context) -> Any:
-            store = durable_store(context) if self.durable else None
-            external_id = store.get(self.external_id_key) if store is not None else None
-            if external_id is not None:
-                status = self.get_job_status(external_id, context)
-                if self.is_job_active(status):
-                    self.log.info("Reconnecting to %s from an earlier try", external_id)
-                    self.poll_until_complete(external_id, context)
-                    return self.get_job_result(external_id, context)
-                if self.is_job_succeeded(status):
-                    return self.get_job_result(external_id, context)
-            external_id = self.submit_job(context)
-            if store is not None and external_id is not None:
-                store.set(self.external_id_key, external_id)
-            self.poll_until_complete(external_id, context)
-            return self.get_job_result(external_id, context)
+    ResumableJobMixin = DurableJobMixin  # type: ignore[misc,assignment]
 
 
-__all__ = ["ResumableJobMixin", "durable_store"]
+__all__ = ["DurableJobMixin", "ResumableJobMixin", "durable_store"]

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from airflow.sdk import DAG
 
+from airflow_tables.operators._resumable import DurableJobMixin
 from airflow_tables.operators.tables import (
     DataTablesDeleteOperator,
     DataTablesImportOperator,
@@ -73,6 +74,21 @@ with _dag("dt_replace_retry"):
         file_path="{{ params.file_path }}",
         poll_interval=0.2,
         timeout=60,
+        retries=1,
+        retry_delay=timedelta(0),
+    )
+
+
+class LegacyImportOperator(DurableJobMixin, DataTablesImportOperator):
+    """The import as it runs on Airflow < 3.3: the earlier try's CardID kept in a Variable."""
+
+
+with _dag("dt_import_retry_legacy"):
+    LegacyImportOperator(
+        task_id="import",
+        file_path="{{ params.file_path }}",
+        poll_interval=0.2,
+        timeout=1.5,
         retries=1,
         retry_delay=timedelta(0),
     )
