@@ -32,7 +32,7 @@ def tables(draw):
     return header, rows, delimiter, terminator, quoting
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(tables())
 def test_written_tables_read_back(table):
     header, rows, delimiter, terminator, quoting = table
@@ -50,7 +50,7 @@ def test_written_tables_read_back(table):
     assert report.rows == len(rows)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300, deadline=None, derandomize=True)
 @given(st.binary(max_size=300))
 def test_arbitrary_bytes_never_crash(data):
     with tempfile.TemporaryDirectory() as tmp:
