@@ -199,7 +199,9 @@ def test_resume_after_the_first_try_is_killed(dags_module, datatables_conn, stat
     card_id = xcom(dag_run, "import")
     assert imports_since(emulator, stats) == 1
     assert stats["credits"] - emulator.credits() == 1
-    assert next(c for c in emulator.list_cards() if c["CardID"] == card_id)["Processed"] is True
+    tables = {c["CardID"]: c for c in emulator.list_cards()}
+    assert card_id in tables, (card_id, xcom(dag_run, "import", key="card_id"))
+    assert tables[card_id]["Processed"] is True
 
 
 @pytest.mark.parametrize("mode", ["poke", "defer", "reschedule"])
@@ -221,16 +223,9 @@ def test_sensor_fails_without_retry_when_read_badly(dags_module, datatables_conn
     assert str(ti.state) == "failed" and ti.try_number == 1
 
 
-def test_delete(dags_module, datatables_conn, tmp_path):
-    card_id = import_table(datatables_conn, orders_csv(tmp_path))
-    datatables_conn.wait_until_processed(datatables_conn.project_id, card_id)
-    dag_run = run(dags_module, "dt_delete_fail", card_id=card_id)
-    assert state(dag_run, "delete") == "success"
-    assert card_id not in {c["CardID"] for c in datatables_conn.list_cards()}
-
-
-def test_delete_waits_for_a_table_being_read(dags_module, datatables_conn, tmp_path):
-    datatables_conn.set_processing_delay(1.0)
+@pytest.mark.parametrize("reading_for", [0.0, 1.0], ids=["ready", "being-read"])
+def test_delete_waits_for_a_read_then_deletes(dags_module, datatables_conn, tmp_path, reading_for):
+    datatables_conn.set_processing_delay(reading_for)
     card_id = import_table(datatables_conn, orders_csv(tmp_path))
     dag_run = run(dags_module, "dt_delete_fail", card_id=card_id)
     assert state(dag_run, "delete") == "success"

@@ -32,6 +32,13 @@ def small_csv(directory: Path, rows: int = 5) -> Path:
     return path
 
 
+def imported(emulator, directory: Path) -> str:
+    """A fresh table in the emulator's department (made with the hook, not the trigger under test)."""
+    from airflow_tables.hooks.tables import DataTablesHook
+
+    return DataTablesHook().import_csv(None, small_csv(directory))
+
+
 def first_event(trigger: DataTablesProcessedTrigger, timeout: float = 30) -> TriggerEvent:
     async def go():
         gen = trigger.run()
@@ -52,10 +59,8 @@ def test_serialize_round_trip():
 
 
 def test_ready_event(datatables_conn, tmp_path):
-    from airflow_tables.hooks.tables import DataTablesHook
-
     datatables_conn.set_processing_delay(0.5)
-    card_id = DataTablesHook().import_csv(None, small_csv(tmp_path))
+    card_id = imported(datatables_conn, tmp_path)
     event = first_event(
         DataTablesProcessedTrigger(project_id=datatables_conn.project_id, card_id=card_id, poll_interval=0.1)
     )
@@ -72,10 +77,8 @@ def test_ready_event(datatables_conn, tmp_path):
 
 
 def test_failed_event(datatables_conn, tmp_path):
-    from airflow_tables.hooks.tables import DataTablesHook
-
     datatables_conn.set_fail_readings(1)
-    card_id = DataTablesHook().import_csv(None, small_csv(tmp_path))
+    card_id = imported(datatables_conn, tmp_path)
     event = first_event(
         DataTablesProcessedTrigger(project_id=datatables_conn.project_id, card_id=card_id, poll_interval=0.1)
     )
@@ -96,10 +99,8 @@ def test_gone_event(datatables_conn):
 
 
 def test_deadline_ends_in_a_timeout_event(datatables_conn, tmp_path):
-    from airflow_tables.hooks.tables import DataTablesHook
-
     datatables_conn.set_processing_delay(30)
-    card_id = DataTablesHook().import_csv(None, small_csv(tmp_path))
+    card_id = imported(datatables_conn, tmp_path)
     started = time.monotonic()
     event = first_event(
         DataTablesProcessedTrigger(

@@ -42,6 +42,7 @@ class MultipartFile:
         self.logger = logger
         boundary = f"airflow-tables-{secrets.token_hex(16)}"
         self.content_type = f"multipart/form-data; boundary={boundary}"
+        self.changed_size: str | None = None  # set when the file shrank or grew mid-upload
         parts = [
             f'--{boundary}\r\nContent-Disposition: form-data; name="{_quote(k)}"\r\n\r\n{v}\r\n'
             for k, v in fields.items()
@@ -87,5 +88,6 @@ class MultipartFile:
                     next_report = (sent // step + 1) * step
         if sent != self.size:
             # Content-Length is already on the wire; a file that changed size cannot be sent honestly.
-            raise OSError(f"{self.path} changed size during the upload ({self.size} bytes expected, {sent} read)")
+            self.changed_size = f"{self.size:,} bytes when the upload started, {sent:,} read"
+            raise OSError(f"{self.path} changed size during the upload ({self.changed_size})")
         yield self.tail

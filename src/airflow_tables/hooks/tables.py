@@ -326,6 +326,14 @@ class DataTablesHook(BaseHook):
         try:
             result = self._policy(settings).run(send, idempotent=False)
         except DataTablesError as exc:
+            if body.changed_size:  # the closing boundary was never sent: no service can parse that form
+                raise DataTablesError(
+                    None,
+                    f"{name} changed size while it was being uploaded ({body.changed_size}); the upload was "
+                    "cut off before its end, so nothing was imported. Write the file completely, then import it.",
+                    method="POST",
+                    url=req.url,
+                ) from exc
             uncertain = exc.status_code is None or exc.status_code >= 500 or exc.status_code < 300
             if uncertain and not (isinstance(exc, DataTablesConnectionError) and not exc.request_sent):
                 raise self._uncertain(exc, name, fields) from exc

@@ -22,6 +22,8 @@ from airflow_tables.sensors.tables import DataTablesProcessedSensor
 SUITE = str(Path(__file__).parent / "orders_suite.json")
 START = datetime(2026, 1, 1)
 FAST = {"poll_interval": 0.2, "timeout": 60}
+# One retry, at once; waits that give up after 1.5 s (the emulator is told to read for longer).
+RETRY = {"poll_interval": 0.2, "retries": 1, "retry_delay": timedelta(0)}
 
 
 DAGS: dict[str, DAG] = {}
@@ -58,24 +60,11 @@ with _dag("dt_sensor_reschedule"):
 
 # The first try gives up waiting after 1.5 s; the retry must re-attach, not import again.
 with _dag("dt_import_retry"):
-    DataTablesImportOperator(
-        task_id="import",
-        file_path="{{ params.file_path }}",
-        poll_interval=0.2,
-        timeout=1.5,
-        retries=1,
-        retry_delay=timedelta(0),
-    )
+    DataTablesImportOperator(task_id="import", file_path="{{ params.file_path }}", timeout=1.5, **RETRY)
 
 with _dag("dt_replace_retry"):
     DataTablesReplaceOperator(
-        task_id="replace",
-        card_id="{{ params.card_id }}",
-        file_path="{{ params.file_path }}",
-        poll_interval=0.2,
-        timeout=60,
-        retries=1,
-        retry_delay=timedelta(0),
+        task_id="replace", card_id="{{ params.card_id }}", file_path="{{ params.file_path }}", timeout=60, **RETRY
     )
 
 
@@ -84,14 +73,7 @@ class LegacyImportOperator(DurableJobMixin, DataTablesImportOperator):
 
 
 with _dag("dt_import_retry_legacy"):
-    LegacyImportOperator(
-        task_id="import",
-        file_path="{{ params.file_path }}",
-        poll_interval=0.2,
-        timeout=1.5,
-        retries=1,
-        retry_delay=timedelta(0),
-    )
+    LegacyImportOperator(task_id="import", file_path="{{ params.file_path }}", timeout=1.5, **RETRY)
 
 # Killed from outside while it waits (see test_resume_after_kill).
 with _dag("dt_import_slow"):
