@@ -174,6 +174,21 @@ def test_cli_report_and_exit_status(tmp_path):
     assert reports[1]["errors"][0]["code"] == "ragged-rows"
 
 
+def test_cli_piped_into_a_reader_that_stops_early(tmp_path):
+    path = write(tmp_path, "a,b\n" + "1,2\n" * 10)
+    paths = [str(path)] * 2000  # far more output than a pipe holds
+    child = subprocess.Popen(
+        [sys.executable, "-m", "airflow_tables.cli", "validate", "--json", *paths],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert child.stdout.read(10) == b"[\n  {\n    "
+    child.stdout.close()  # as `| head -c 10` does
+    stderr = child.stderr.read().decode()
+    assert child.wait(timeout=60) == 1
+    assert "Traceback" not in stderr and "BrokenPipe" not in stderr, stderr
+
+
 def test_import_is_light():
     code = (
         "import sys, time; t = time.perf_counter(); import airflow_tables.validation; "
