@@ -31,8 +31,8 @@ from airflow_tables import csv_rules, csv_scan
 if TYPE_CHECKING:
     from airflow_tables.emulator.config import Connector
 
-SAMPLE_ROWS = 100_000
-SAMPLE_VALUES = 1_000_000
+SAMPLE_ROWS = 25_000
+SAMPLE_VALUES = 250_000
 BATCH_VALUES = 16_000
 DISTINCT_CAP = 1_000
 EXAMPLES = 3
