@@ -15,6 +15,9 @@ from airflow_tables.validation import validate_csv
 
 # A lone CR is left out: with "\n" as line terminator Python's writer does not quote it,
 # and no reader (Python's included) can tell it from a line break.
+# The autouse fixture that picks the scan kernel (conftest.py) is set once per test, not per example.
+FIXTURE = HealthCheck.function_scoped_fixture
+
 TOKENS = [*"ab1 ,;|\t\"\n'é", "\r\n"]
 cell = st.lists(st.sampled_from(TOKENS), max_size=8).map("".join)
 
@@ -32,7 +35,7 @@ def tables(draw):
     return header, rows, delimiter, terminator, quoting
 
 
-@settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow, FIXTURE])
 @given(tables())
 def test_written_tables_read_back(table):
     header, rows, delimiter, terminator, quoting = table
@@ -50,7 +53,7 @@ def test_written_tables_read_back(table):
     assert report.rows == len(rows)
 
 
-@settings(max_examples=300, deadline=None, derandomize=True)
+@settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[FIXTURE])
 @given(st.binary(max_size=300))
 def test_arbitrary_bytes_never_crash(data):
     with tempfile.TemporaryDirectory() as tmp:

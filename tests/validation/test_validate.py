@@ -142,14 +142,15 @@ def test_raise_for_errors_lists_every_problem(tmp_path):
 
 def test_parallel_scan_agrees_with_single(tmp_path, monkeypatch):
     """Large files are split between two processes; the answer must not depend on it."""
-    from airflow_tables import csv_ranges
+    from airflow_tables import csv_fastpath
 
     rows = [f'{i},"q {i}, with\nbreak",x{i}' for i in range(40_000)]
     rows[31_337] = "short"
     path = write(tmp_path, "a,b,c\n" + "\n".join(rows) + "\n")
     single = validate_csv(path)
-    monkeypatch.setattr(csv_ranges, "PARALLEL_MIN_BYTES", 1024)
-    monkeypatch.setattr(csv_ranges, "VERIFY_BYTES", 0)
+    for kernel in (csv_fastpath.NativeKernel, csv_fastpath.PythonKernel):
+        monkeypatch.setattr(kernel, "parallel_min_bytes", 1024)
+    monkeypatch.setattr(csv_fastpath, "VERIFY_BYTES", 0)
     split = validate_csv(path)
     assert single.rows == split.rows == 40_000
     assert [str(p) for p in single.errors] == [str(p) for p in split.errors]

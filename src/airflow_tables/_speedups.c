@@ -1,0 +1,325 @@
+/*
+ * airflow_tables._speedups: the native kernel of airflow_tables.csv_fastpath (optional).
+ *
+ * One function, plain_records, answers in one pass what the pure-Python kernel needs
+ * several passes of bytes operations for (bytes.translate, split, decode): how many
+ * plain records a block starts with, and where its first byte that is not UTF-8 is.
+ * The pure-Python kernel stays in use wherever this module could not be built;
+ * tests/validation/test_kernels.py holds the two to the same answers.
+ *
+ * It decides nothing the rules in csv_rules.py do not: it only recognises *plain*
+ * records (the header's number of fields, every field unquoted or quoted from its
+ * first byte to a closing quote right before a separator or a line break, no NUL byte,
+ * no blank line) and stops at the first record that is anything else, which Python
+ * then reads exactly and reports. The GIL is released while it runs, so the
+ * emulator's reader does not stall the server's other threads.
+ */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+/*
+ * plain_records reads 64 bytes at a time as bit masks, one bit per byte (the technique
+ * of simdjson and simdcsv): where the quotes, separators, line breaks, NUL bytes and
+ * bytes over 0x7F are; which bytes are inside quotes (a prefix XOR of the quote mask); which quotes
+ * open or close a field where csv would not (a quote in the middle of an unquoted
+ * field is data to csv, not a quote; text after a closing quote is glued on); where
+ * the blank lines are. Then it walks the record breaks of the window, counting the
+ * separators outside quotes in each record.
+ */
+
+typedef struct {
+    uint64_t quote, delim, lf, cr, nul, high;
+} Masks;
+
+#if defined(__SSE2__) || defined(_M_X64)
+#include <emmintrin.h>
+
+static inline uint64_t
+eq_mask(const __m128i v[4], unsigned char c)
+{
+    const __m128i want = _mm_set1_epi8((char)c);
+    uint64_t m = 0;
+    for (int k = 0; k < 4; k++)
+        m |= (uint64_t)(uint16_t)_mm_movemask_epi8(_mm_cmpeq_epi8(v[k], want)) << (16 * k);
+    return m;
+}
+
+static inline void
+window_masks(const unsigned char *p, unsigned char delimiter, Masks *m)
+{
+    __m128i v[4];
+    for (int k = 0; k < 4; k++)
+        v[k] = _mm_loadu_si128((const __m128i *)(p + 16 * k));
+    m->quote = eq_mask(v, '"');
+    m->delim = eq_mask(v, delimiter);
+    m->lf = eq_mask(v, '\n');
+    m->cr = eq_mask(v, '\r');
+    m->nul = eq_mask(v, 0);
+    m->high = 0;
+    for (int k = 0; k < 4; k++)
+        m->high |= (uint64_t)(uint16_t)_mm_movemask_epi8(v[k]) << (16 * k);
+}
+#else
+static inline void
+window_masks(const unsigned char *p, unsigned char delimiter, Masks *m)
+{
+    memset(m, 0, sizeof *m);
+    for (int i = 0; i < 64; i++) {
+        const uint64_t bit = (uint64_t)1 << i;
+        switch (p[i]) {
+        case '"': m->quote |= bit; break;
+        case '\n': m->lf |= bit; break;
+        case '\r': m->cr |= bit; break;
+        case 0: m->nul |= bit; break;
+        default:
+            if (p[i] == delimiter) m->delim |= bit;
+            if (p[i] >= 0x80) m->high |= bit;
+        }
+    }
+}
+#endif
+
+#if defined(__GNUC__) || defined(__clang__)
+#define POPCOUNT(x) __builtin_popcountll(x)
+#define CTZ(x) __builtin_ctzll(x)
+#else
+static inline int POPCOUNT(uint64_t x) { int n = 0; while (x) { x &= x - 1; n++; } return n; }
+static inline int CTZ(uint64_t x) { int n = 0; while (!(x & 1)) { x >>= 1; n++; } return n; }
+#endif
+
+/* Bit i set when an odd number of quotes stand at or before i: the bytes inside quotes. */
+static inline uint64_t
+prefix_xor(uint64_t x)
+{
+    x ^= x << 1;
+    x ^= x << 2;
+    x ^= x << 4;
+    x ^= x << 8;
+    x ^= x << 16;
+    x ^= x << 32;
+    return x;
+}
+
+/* Bits 0..i. */
+static inline uint64_t
+through(int i)
+{
+    return i == 63 ? ~(uint64_t)0 : ((uint64_t)1 << (i + 1)) - 1;
+}
+
+static inline int
+is_field_edge(unsigned char c, unsigned char delimiter)
+{
+    return c == delimiter || c == '\n' || c == '\r' || c == '"';
+}
+
+/* The second byte of a multi-byte sequence, per the Unicode standard's table 3-7. */
+static inline int
+valid_second(unsigned char lead, unsigned char b)
+{
+    switch (lead) {
+    case 0xE0: return b >= 0xA0 && b <= 0xBF; /* no overlong three-byte forms */
+    case 0xED: return b >= 0x80 && b <= 0x9F; /* no surrogates */
+    case 0xF0: return b >= 0x90 && b <= 0xBF; /* no overlong four-byte forms */
+    case 0xF4: return b >= 0x80 && b <= 0x8F; /* nothing above U+10FFFF */
+    default: return b >= 0x80 && b <= 0xBF;
+    }
+}
+
+/*
+ * The length of the UTF-8 sequence at buf[i] (a byte of 0x80 or more), 0 when it is
+ * not UTF-8 (where bytes.decode would report its error), -1 when the buffer ends
+ * inside it.
+ */
+static inline Py_ssize_t
+utf8_sequence(const unsigned char *buf, Py_ssize_t len, Py_ssize_t i)
+{
+    const unsigned char lead = buf[i];
+    Py_ssize_t need;
+    if (lead >= 0xC2 && lead <= 0xDF)
+        need = 1;
+    else if (lead >= 0xE0 && lead <= 0xEF)
+        need = 2;
+    else if (lead >= 0xF0 && lead <= 0xF4)
+        need = 3;
+    else
+        return 0; /* a continuation byte on its own, C0, C1 or F5-FF */
+    for (Py_ssize_t k = 1; k <= need; k++) {
+        if (i + k >= len)
+            return -1;
+        if (k == 1 ? !valid_second(lead, buf[i + 1]) : (buf[i + k] & 0xC0) != 0x80)
+            return 0;
+    }
+    return need + 1;
+}
+
+typedef struct {
+    Py_ssize_t records;   /* plain records read */
+    Py_ssize_t consumed;  /* where they end: the start of the record that stopped the scan */
+    int stopped;          /* that record is not plain (otherwise the buffer ran out) */
+    Py_ssize_t utf8_error; /* the offset of the first byte that is not UTF-8, or -1 */
+} PlainScan;
+
+static void
+scan_plain(const unsigned char *buf, Py_ssize_t len, unsigned char delimiter, Py_ssize_t columns, int final,
+           PlainScan *out)
+{
+    Py_ssize_t records = 0, record_start = 0, delims = 0;
+    Py_ssize_t utf8_checked = 0, utf8_error = -1; /* bytes before utf8_checked are UTF-8 */
+    uint64_t inside_before = 0;  /* all ones when the window starts inside quotes */
+    uint64_t edge_before = 1;    /* the byte before the window ends a field (the buffer starts a record) */
+    uint64_t line_start = 1;     /* the window's first byte starts a line */
+    int stopped = 0;
+
+    if (!final && len > 0 && buf[len - 1] == '\r')
+        len--; /* half of a CRLF, perhaps: leave it for the next buffer */
+    for (Py_ssize_t base = 0; base < len && !stopped; base += 64) {
+        const Py_ssize_t n = len - base < 64 ? len - base : 64;
+        const uint64_t valid = n == 64 ? ~(uint64_t)0 : ((uint64_t)1 << n) - 1;
+        unsigned char pad[64];
+        const unsigned char *p = buf + base;
+        if (n < 64) {
+            memset(pad, 0, sizeof pad);
+            memcpy(pad, p, (size_t)n);
+            p = pad;
+        }
+        Masks m;
+        window_masks(p, delimiter, &m);
+        m.nul &= valid;
+        m.high &= valid;
+
+        /* The bytes of 0x80 and up must form UTF-8 sequences (which never hold an ASCII byte). */
+        for (uint64_t leads = utf8_error < 0 ? m.high : 0; leads; leads &= leads - 1) {
+            const Py_ssize_t at = base + CTZ(leads);
+            if (at < utf8_checked)
+                continue; /* a continuation byte of a sequence already checked */
+            const Py_ssize_t size = utf8_sequence(buf, len, at);
+            if (size > 0) {
+                utf8_checked = at + size;
+                continue;
+            }
+            if (size == 0 || final)
+                utf8_error = at;
+            break; /* or the buffer ends inside the sequence: it comes back with the rest */
+        }
+
+        /* What follows the window: the next byte, or the end (which closes anything). */
+        const int more = base + n < len;
+        const unsigned char next = more ? buf[base + n] : 0;
+        const uint64_t last = (uint64_t)1 << (n - 1);
+
+        const uint64_t inside = prefix_xor(m.quote) ^ inside_before;
+        const uint64_t outside = ~inside & valid;
+        const uint64_t edges = m.delim | m.lf | m.cr | m.quote;
+        const uint64_t edge_prev = (edges << 1) | edge_before;
+        const uint64_t edge_next = (edges >> 1) | ((!more || is_field_edge(next, delimiter)) ? last : 0);
+        const uint64_t bad_open = m.quote & inside & ~edge_prev;
+        const uint64_t bad_close = m.quote & ~inside & ~edge_next;
+
+        const uint64_t lf = m.lf & outside, cr = m.cr & outside;
+        const uint64_t lf_next = (m.lf >> 1) | ((more && next == '\n') ? last : 0);
+        const uint64_t breaks = lf | (cr & ~lf_next);
+        const uint64_t starts = (breaks << 1) | line_start;
+        const uint64_t blank = starts & (lf | cr);
+
+        uint64_t problems = bad_open | bad_close | blank | m.nul;
+        uint64_t pending = breaks, delim_bits = m.delim & outside;
+        while (pending) {
+            const int b = CTZ(pending);
+            if (problems && CTZ(problems) <= b) {
+                stopped = 1;
+                break;
+            }
+            const uint64_t upto = through(b);
+            if (delims + POPCOUNT(delim_bits & upto) != columns - 1) {
+                stopped = 1;
+                break;
+            }
+            delim_bits &= ~upto;
+            problems &= ~upto;
+            pending &= pending - 1;
+            delims = 0;
+            records++;
+            record_start = base + b + 1;
+        }
+        if (stopped || problems) {
+            stopped = 1;
+            break;
+        }
+        delims += POPCOUNT(delim_bits);
+        inside_before = (inside >> (n - 1)) & 1 ? ~(uint64_t)0 : 0;
+        edge_before = (edges >> (n - 1)) & 1;
+        line_start = (breaks >> (n - 1)) & 1;
+    }
+    if (!stopped && final && record_start < len) {
+        /* The last record runs to the end of the file without a line break. */
+        if (inside_before || delims != columns - 1)
+            stopped = 1;
+        else {
+            records++;
+            record_start = len;
+        }
+    }
+    out->records = records;
+    out->consumed = record_start;
+    out->stopped = stopped;
+    out->utf8_error = utf8_error;
+}
+
+PyDoc_STRVAR(plain_records_doc,
+"plain_records(buffer, delimiter, columns, final) -> (records, consumed, stopped, utf8_error)\n\n"
+"Count the plain records of ``columns`` fields at the start of ``buffer`` (which must\n"
+"start on a record boundary). ``consumed`` is where the plain records end; ``stopped``\n"
+"is True when the record there is not plain (read it exactly), False when the buffer\n"
+"ran out (the rest is an incomplete record, or nothing). ``final`` says the buffer\n"
+"ends the file, so its last record needs no line break. ``utf8_error`` is the offset\n"
+"of the first byte that is not UTF-8 (where bytes.decode would report it), or -1.");
+
+static PyObject *
+plain_records(PyObject *module, PyObject *args)
+{
+    Py_buffer view;
+    int delimiter, final;
+    Py_ssize_t columns;
+    PlainScan scan;
+    (void)module;
+    if (!PyArg_ParseTuple(args, "y*Cnp:plain_records", &view, &delimiter, &columns, &final))
+        return NULL;
+    if (delimiter < 1 || delimiter > 127 || delimiter == '"' || delimiter == '\n' || delimiter == '\r' ||
+        columns < 1) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "an ASCII separator and at least one column are needed");
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    scan_plain(view.buf, view.len, (unsigned char)delimiter, columns, final, &scan);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    return Py_BuildValue("nnOn", scan.records, scan.consumed, scan.stopped ? Py_True : Py_False, scan.utf8_error);
+}
+
+static PyMethodDef speedups_methods[] = {
+    {"plain_records", plain_records, METH_VARARGS, plain_records_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef speedups_module = {
+    PyModuleDef_HEAD_INIT,
+    "airflow_tables._speedups",
+    "Native kernels for airflow_tables.csv_ranges (optional; see csv_fastpath.py).",
+    -1,
+    speedups_methods,
+    NULL,
+    NULL,
+    NULL,
+    NULL,
+};
+
+PyMODINIT_FUNC
+PyInit__speedups(void)
+{
+    return PyModule_Create(&speedups_module);
+}

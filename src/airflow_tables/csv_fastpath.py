@@ -1,0 +1,214 @@
+"""The scan's fast path: how many well-formed records a block of CSV bytes starts with.
+
+Nearly all of a real file is *plain*: every record has the header's number of fields,
+and every field is either unquoted or quoted from its first byte to a closing quote
+that stands right before a separator or a line break. Recognising plain records, and
+checking that their bytes are UTF-8, is all the fast path does. The first record that is
+anything else (a ragged row, a blank line, a quote used as data, a NUL byte, a quote
+never closed) is handed back, and :mod:`csv_ranges` reads from there exactly, with
+:class:`csv_rules.Records`, which is what names the problem. So the fast path decides
+nothing the rules do not: it only says "nothing to see here" faster.
+
+Two kernels give the same answers (``tests/validation/test_kernels.py`` holds them to it):
+
+* :class:`NativeKernel`, the C extension ``airflow_tables._speedups``: one pass that reads
+  64 bytes at a time as bit masks (the technique of simdjson and simdcsv), checking UTF-8
+  on the way. ``setup.py`` builds it where a C compiler exists; it is optional.
+* :class:`PythonKernel`, bytes operations on a block at a time (``bytes.translate`` keeps
+  only separators, line breaks and quotes; quoted parts are dropped; what is left must
+  repeat the header's pattern). About three times slower, and it pairs quotes wherever
+  they stand, so it also reads the first :data:`VERIFY_BYTES` of every range exactly to
+  catch files whose quotes are data.
+
+``AIRFLOW_TABLES_PURE_PYTHON=1`` selects the pure-Python kernel even where the native one
+is built.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import NamedTuple, Protocol
+
+from airflow_tables import csv_rules
+
+try:
+    from airflow_tables import _speedups
+except ImportError:  # not built here (no C compiler at install time): the pure-Python kernel does
+    _speedups = None
+
+#: Set to a true value to use the pure-Python kernel even where the native one is built.
+PURE_PYTHON_ENV = "AIRFLOW_TABLES_PURE_PYTHON"
+#: The pure-Python kernel reads the first bytes of every range exactly as well (see the module doc).
+VERIFY_BYTES = 1024 * 1024
+
+
+class BlockScan(NamedTuple):
+    """What a kernel found at the start of a block (which starts on a record boundary)."""
+
+    records: int  # plain records read
+    consumed: int  # where they end
+    stopped: bool  # the record at ``consumed`` is not plain: read it exactly (else the block ran out)
+    utf8_error: int  # offset of the first byte before ``consumed`` that is not UTF-8, or -1
+
+
+class Kernel(Protocol):
+    name: str
+    #: Files with more data than this are scanned on two processes (see csv_ranges.scan_data).
+    parallel_min_bytes: int
+
+    def scan(self, block: memoryview, final: bool) -> BlockScan:
+        """Read the plain records at the start of ``block``; ``final`` when it ends the file."""
+
+
+def native_available() -> bool:
+    return _speedups is not None
+
+
+def kernel(delimiter: str, columns: int) -> Kernel:
+    """The kernel to scan with: the native one when it is built and not switched off."""
+    if _speedups is not None and not os.environ.get(PURE_PYTHON_ENV):
+        return NativeKernel(delimiter, columns)
+    return PythonKernel(delimiter, columns)
+
+
+def first_non_utf8(data: bytes) -> int:
+    """The offset of the first byte sequence in ``data`` that is not UTF-8, or -1."""
+    if data.isascii():
+        return -1
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        return err.start
+    return -1
+
+
+class NativeKernel:
+    """The C kernel: about 0.5 ns a byte, UTF-8 included, and exact (no verification needed)."""
+
+    name = "native"
+    # The second process costs ~40 ms to start; the native scan reads ~1 GiB/s on one core.
+    parallel_min_bytes = 128 * 1024 * 1024
+
+    def __init__(self, delimiter: str, columns: int) -> None:
+        self.delimiter = delimiter
+        self.columns = columns
+
+    def scan(self, block: memoryview, final: bool) -> BlockScan:
+        records, consumed, stopped, utf8_error = _speedups.plain_records(block, self.delimiter, self.columns, final)
+        return BlockScan(records, consumed, stopped, utf8_error if 0 <= utf8_error < consumed else -1)
+
+
+_KEEP = {d: bytes([ord(d), 10, 13, 34]) for d in csv_rules.DELIMITERS}
+_DELETE = {d: bytes(b for b in range(256) if b not in keep) for d, keep in _KEEP.items()}
+
+
+class _Skeleton:
+    """The structure of a buffer: its separators and line breaks outside quotes.
+
+    ``bytes.translate`` keeps only separators, line breaks and quotes (a tenth of the
+    bytes or less); adjacent quote pairs enclose no structure and are dropped; what
+    is left between the remaining quotes is inside quoted fields and dropped by
+    parity. ``parity`` is the quote count modulo 2.
+    """
+
+    __slots__ = ("outside", "parity")
+
+    def __init__(self, buf: bytes, delete: bytes) -> None:
+        kept = buf.translate(None, delete)
+        self.parity = 0
+        if b'"' in kept:
+            kept = kept.replace(b'""', b"")
+            if b'"' in kept:
+                parts = kept.split(b'"')
+                self.parity = (len(parts) - 1) & 1
+                kept = b"".join(parts[0::2])
+        self.outside = kept
+
+
+def _last_boundary(buf: bytes, parity: int) -> int:
+    """Index just after the last line break outside quotes, given the buffer's quote parity; or -1."""
+    if b"\n" in buf:
+        brk, limit = b"\n", len(buf)
+    else:  # old Mac files break lines with CR alone; a CR at the very end may be half a CRLF
+        brk, limit = b"\r", len(buf) - 1
+    tail_quotes = 0
+    prev = len(buf)
+    while True:
+        cut = buf.rfind(brk, 0, min(prev, limit))
+        if cut == -1:
+            return -1
+        tail_quotes += buf.count(b'"', cut, prev)
+        prev = cut
+        if (parity + tail_quotes) % 2 == 0:
+            return cut + 1
+        opening = buf.rfind(b'"', 0, cut)  # the line break is inside a quoted field
+        if opening == -1:
+            return -1
+        tail_quotes += buf.count(b'"', opening, prev)
+        prev = opening
+
+
+class PythonKernel:
+    """The pure-Python kernel: whole blocks at a time, a block either plain or handed back.
+
+    The skeleton comparison pairs quotes wherever they stand; the service opens a quoted
+    field only at a field's start. On files that quote by the rules the two agree; on
+    files with quotes inside unquoted fields (inch marks, JSON, prose) they usually
+    disagree within the first megabyte, which is why that much of every range is also
+    read exactly (about 10 ms). A range whose quotes first turn out to be data after
+    that is the one case where this kernel can be wrong; the native kernel cannot.
+    """
+
+    name = "python"
+    parallel_min_bytes = 32 * 1024 * 1024
+
+    def __init__(self, delimiter: str, columns: int, verify_bytes: int | None = None) -> None:
+        self.delimiter = delimiter
+        self.columns = columns
+        self.delete = _DELETE[delimiter]
+        self.line_pattern = delimiter.encode() * (columns - 1) + b"\n"
+        self.verify_bytes = VERIFY_BYTES if verify_bytes is None else verify_bytes
+        self.verified = 0
+
+    def scan(self, block: memoryview, final: bool) -> BlockScan:
+        data = bytes(block)
+        skeleton = _Skeleton(data, self.delete)
+        if final:
+            if skeleton.parity:
+                return BlockScan(0, 0, True, -1)  # a quote is never closed
+            outside = skeleton.outside
+        else:
+            cut = _last_boundary(data, skeleton.parity)
+            if cut == -1:
+                return BlockScan(0, 0, False, -1)  # no record ends in the block yet
+            outside = skeleton.outside
+            if cut < len(data):  # the rest starts on a boundary: its skeleton is a suffix of the whole one
+                outside = outside[: len(outside) - len(_Skeleton(data[cut:], self.delete).outside)]
+            data = data[:cut]
+        records = self._plain_records(data, outside, final)
+        if records is None:
+            return BlockScan(0, 0, True, -1)
+        self.verified += len(data)
+        return BlockScan(records, len(data), False, first_non_utf8(data))
+
+    def _plain_records(self, data: bytes, outside: bytes, final: bool) -> int | None:
+        """How many records ``data`` (whole records, skeleton ``outside``) holds if all are plain, else None."""
+        if b"\x00" in data:
+            return None
+        if b"\r" in outside:
+            outside = outside.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        if final and data and not data.endswith((b"\n", b"\r")):
+            outside += b"\n"  # the last record needs no line break
+        records = outside.count(b"\n")
+        if outside != self.line_pattern * records:
+            return None
+        if self.columns == 1 and (data[:1] in (b"\n", b"\r") or b"\n\n" in data or b"\n\r" in data or b"\r\r" in data):
+            return None  # one column: a blank line looks like a record until read exactly
+        if self.verified < self.verify_bytes and not self._agrees_with_exact(data, records):
+            return None
+        return records
+
+    def _agrees_with_exact(self, data: bytes, records: int) -> bool:
+        text = data.decode("latin-1")
+        widths = [len(fields) for _, fields in csv_rules.parse_records(text, self.delimiter)]
+        return len(widths) == records and all(w == self.columns for w in widths)
