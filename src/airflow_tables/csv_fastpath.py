@@ -196,7 +196,14 @@ class PythonKernel:
         if b"\x00" in data:
             return None
         if b"\r" in outside:
-            outside = outside.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+            # In the skeleton a lone CR and the next record's LF can stand side by side like a CRLF.
+            crlf = data.count(b"\r\n")
+            if crlf == data.count(b"\r"):  # every CR starts a CRLF
+                outside = outside.replace(b"\r\n", b"\n")
+            elif crlf == 0:  # old Mac files: every CR is a line break of its own
+                outside = outside.replace(b"\r", b"\n")
+            else:
+                return None  # both kinds: the exact read tells them apart
         if final and data and not data.endswith((b"\n", b"\r")):
             outside += b"\n"  # the last record needs no line break
         records = outside.count(b"\n")
