@@ -160,10 +160,17 @@ def test_retry_after_a_lost_replace_answer_does_not_replace_again(dags_module, d
     assert next(c for c in emulator.list_cards() if c["CardID"] == card_id)["Rows"] == 7
 
 
-def test_resume_after_the_first_try_is_killed(dags_module, datatables_conn, stats, tmp_path):
-    """Kill -9 the process running the first try after the import was accepted; the next try re-attaches."""
+@pytest.mark.parametrize("killed", ["after the import", "while waiting"])
+def test_resume_after_the_first_try_is_killed(dags_module, datatables_conn, stats, tmp_path, capfd, killed):
+    """Kill -9 the process running the first try; the next try finds the table and returns its CardID.
+
+    Killed right after the import, the first try may not have stored its job yet: the retry
+    adopts the table its import made. Killed while waiting, the job is stored: the retry
+    reconnects to the table still being read (Airflow 3.3's mixin then returns what
+    poll_until_complete returns, which once left the task without its XCom).
+    """
     emulator = datatables_conn
-    emulator.set_processing_delay(4.0)
+    emulator.set_processing_delay(4.0 if killed == "after the import" else 8.0)
     path = orders_csv(tmp_path)
     logical_date = datetime.now(timezone.utc).replace(microsecond=0)
     script = (
@@ -174,20 +181,26 @@ def test_resume_after_the_first_try_is_killed(dags_module, datatables_conn, stat
         "_runs.run(m, 'dt_import_slow', datetime.fromisoformat(sys.argv[2]), file_path=sys.argv[3])"
     )
     dags_file = Path(os.environ["AIRFLOW_HOME"]) / "dags" / "datatables_test_dags.py"
-    first = subprocess.Popen(
-        [sys.executable, "-c", script, str(dags_file), logical_date.isoformat(), str(path)],
-        cwd=Path(__file__).resolve().parents[2],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    first_log = tmp_path / "first-try.log"
+    with first_log.open("wb") as out:
+        first = subprocess.Popen(
+            [sys.executable, "-c", script, str(dags_file), logical_date.isoformat(), str(path)],
+            cwd=Path(__file__).resolve().parents[2],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
         deadline = time.monotonic() + 60
-        while imports_since(emulator, stats) < 1:
-            assert first.poll() is None, "the first try ended before its import was accepted"
-            assert time.monotonic() < deadline, "the first try never imported"
+        while not (
+            imports_since(emulator, stats) >= 1
+            if killed == "after the import"
+            else b"is still being read; next look" in first_log.read_bytes()
+        ):
+            assert first.poll() is None, "the first try ended early:\n" + first_log.read_text(errors="replace")[-3000:]
+            assert time.monotonic() < deadline, "the first try never got there"
             time.sleep(0.05)
-        os.killpg(first.pid, signal.SIGKILL)  # the worker dies while waiting for the table
+        os.killpg(first.pid, signal.SIGKILL)
         first.wait(timeout=10)
     finally:
         if first.poll() is None:
@@ -196,11 +209,14 @@ def test_resume_after_the_first_try_is_killed(dags_module, datatables_conn, stat
     dag_run = retry_task(dags_module, "dt_import_slow", f"manual__{logical_date.isoformat()}", "import")
     ti = dag_run.get_task_instance("import")
     assert str(ti.state) == "success" and ti.try_number == 2
+    if killed == "while waiting":
+        assert "Reconnecting" in capfd.readouterr().out
     card_id = xcom(dag_run, "import")
+    assert card_id == xcom(dag_run, "import", key="card_id")
     assert imports_since(emulator, stats) == 1
     assert stats["credits"] - emulator.credits() == 1
     tables = {c["CardID"]: c for c in emulator.list_cards()}
-    assert card_id in tables, (card_id, xcom(dag_run, "import", key="card_id"))
+    assert card_id in tables
     assert tables[card_id]["Processed"] is True
 
 

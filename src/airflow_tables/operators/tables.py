@@ -137,10 +137,15 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
     def is_job_succeeded(self, status: str) -> bool:
         return status == "ready"
 
-    def poll_until_complete(self, external_id: dict, context: Context) -> None:
+    def poll_until_complete(self, external_id: dict, context: Context) -> str:
+        """Wait for the table; return the CardID.
+
+        The return value matters: when a retry reconnects to a table still being read,
+        Airflow 3.3's ResumableJobMixin returns what this returns, not get_job_result's.
+        """
         self._publish(context, external_id)
         if not self.wait_for_completion:
-            return
+            return external_id["card_id"]
         project, card_id, after = (
             external_id["project_id"],
             external_id["card_id"],
@@ -149,7 +154,7 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
         status, summary = _waiting.look(self.hook, project, card_id, after)  # a finished table never defers
         if status.is_terminal:
             self._log_ready(_waiting.finished(status, summary, card_id))
-            return
+            return card_id
         if self.deferrable:
             self.log.info("Table %s is being read; deferring the wait to the triggerer", card_id)
             self.defer(
@@ -175,6 +180,7 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
                 raise
             _waiting.finished(status, None, card_id)
         self._log_ready(summary)
+        return card_id
 
     def get_job_result(self, external_id: dict, context: Context) -> str:
         self._publish(context, external_id)
