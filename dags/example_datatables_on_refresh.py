@@ -11,11 +11,15 @@ from airflow_tables.assets import table_asset
 
 PROJECT_ID = os.environ.get("DATATABLES_PROJECT_ID", "PRJ-DEMO")
 CARD_ID = os.environ.get("DATATABLES_DAILY_CARD_ID", "CRD-00000000-0000-4000-8000-000000000000")
+# The service the table lives on (the host of the tasks' connection): a table's asset names its
+# service, so that two services with the same department ids are never confused. Naming it here
+# keeps the DAG file from reading a connection each time it is parsed.
+SERVICE = os.environ.get("DATATABLES_SERVICE", "http://127.0.0.1:8765")
 
 # [START howto_datatables_on_refresh]
 with DAG(
     dag_id="example_datatables_on_refresh",
-    schedule=[table_asset(PROJECT_ID, CARD_ID)],
+    schedule=[table_asset(PROJECT_ID, CARD_ID, service=SERVICE)],
     start_date=datetime(2026, 1, 1),
     catchup=False,
     tags=["example", "datatables"],

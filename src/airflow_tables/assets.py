@@ -1,14 +1,25 @@
-"""Tables as Airflow Assets: ``datatables://<ProjectID>/<CardID>``.
+"""Tables as Airflow Assets, named the way OpenLineage names datasets.
 
-An operator that replaces a known table lists that table's asset in its outlets, so
-DAGs scheduled on the asset run after each refresh. The scheme is registered in the
-provider info with :func:`sanitize_uri` as its normaliser.
+One table is one asset, whose identity includes the service it lives on, because two
+services (or regions) may both have a department ``sales`` with tables of their own:
+
+- OpenLineage namespace: ``datatables://<service>``, where ``<service>`` is the host (and
+  port, and path prefix if any) of the connection's base URL, e.g. ``tables.example.com``;
+- OpenLineage name: ``<ProjectID>/<CardID>``;
+- Airflow asset URI: namespace and name joined, ``datatables://<service>/<ProjectID>/<CardID>``,
+  and asset name ``datatables:<service>/<ProjectID>/<CardID>``.
+
+Ids are percent-encoded as single path segments. :func:`table_asset` builds the asset a DAG
+schedules on; the operators record events on the same asset after every successful import.
+The scheme is registered in the provider info with :func:`sanitize_uri` as its normaliser.
+Standard library only at import time.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
-from urllib.parse import quote
+from urllib.parse import quote, unquote, urlsplit
 
 if TYPE_CHECKING:
     from urllib.parse import SplitResult
@@ -16,30 +27,118 @@ if TYPE_CHECKING:
     from airflow.sdk import Asset
 
 SCHEME = "datatables"
+#: The asset alias through which import and replace tasks record their table's event: the
+#: table (a new CardID, a templated id, the connection's service) is known only at run time.
+ALIAS_NAME = "datatables-tables"
 
 
-def table_uri(project_id: str, card_id: str) -> str:
-    return f"{SCHEME}://{quote(project_id, safe='')}/{quote(card_id, safe='')}"
+@dataclass(frozen=True)
+class TableRef:
+    """Which table an asset stands for: ``service`` (host[:port][/prefix]), department and CardID."""
+
+    service: str
+    project_id: str
+    card_id: str
+
+    @property
+    def namespace(self) -> str:
+        """The OpenLineage namespace of the service's tables."""
+        return f"{SCHEME}://{self.service}"
+
+    @property
+    def name(self) -> str:
+        """The OpenLineage dataset name of the table."""
+        return f"{quote(self.project_id, safe='')}/{quote(self.card_id, safe='')}"
+
+    @property
+    def uri(self) -> str:
+        """The Airflow asset URI."""
+        return f"{self.namespace}/{self.name}"
 
 
-def table_asset(project_id: str, card_id: str) -> Asset:
-    """The asset of one table, to schedule on (``schedule=[table_asset(...)]``) or to list in outlets."""
+def service_of(base_url: str) -> str:
+    """The service part of an identity: a base URL's host, port and path prefix, lower-cased host.
+
+    ``https://Tables.example.com/`` and ``tables.example.com`` (a bare host means https) are
+    the same service; ``http://127.0.0.1:8765`` keeps its port.
+    """
+    text = base_url.strip()
+    parts = urlsplit(text if "://" in text else f"https://{text}")
+    if not parts.hostname:
+        raise ValueError(f"{base_url!r} is not a base URL such as https://tables.example.com")
+    host = parts.hostname.lower()
+    if ":" in host:  # IPv6
+        host = f"[{host}]"
+    port = f":{parts.port}" if parts.port is not None else ""
+    return f"{host}{port}{parts.path.rstrip('/')}"
+
+
+def table_ref(project_id: str, card_id: str, *, service: str) -> TableRef:
+    """The identity of a table on the service at ``service`` (a base URL or a host)."""
+    return TableRef(service_of(service), str(project_id), str(card_id))
+
+
+def table_asset(
+    project_id: str,
+    card_id: str,
+    *,
+    service: str | None = None,
+    datatables_conn_id: str = "datatables_default",
+) -> Asset:
+    """The asset of one table, to schedule on (``schedule=[table_asset(...)]``).
+
+    :param service: the service's base URL (or host). When omitted, the host of connection
+        ``datatables_conn_id`` is read, so the asset is the one that tasks using that
+        connection record events on. Pass ``service`` to keep the DAG file from reading a
+        connection while it is parsed.
+    """
+    if service is None:
+        service = _connection_host(datatables_conn_id)
+    return asset_of(table_ref(project_id, card_id, service=service))
+
+
+def asset_of(ref: TableRef) -> Asset:
+    """The Airflow asset of a table identity."""
     from airflow.sdk import Asset
 
-    return Asset(uri=table_uri(project_id, card_id), name=f"datatables:{project_id}/{card_id}")
+    return Asset(uri=ref.uri, name=f"{SCHEME}:{ref.service}/{ref.name}", group="datatables")
 
 
-def create_asset(project_id: str, card_id: str, extra: dict | None = None) -> Asset:
-    """The factory registered for the ``datatables`` scheme."""
-    asset = table_asset(project_id, card_id)
+def parse_table_uri(uri: str) -> TableRef:
+    """The table an asset URI names: ``datatables://<service>/<ProjectID>/<CardID>``."""
+    parts = urlsplit(uri)
+    segments = [s for s in parts.path.split("/") if s]
+    if parts.scheme != SCHEME or not parts.netloc or len(segments) < 2 or parts.query or parts.fragment:
+        raise ValueError(f"a datatables asset URI is datatables://<service host>/<ProjectID>/<CardID>, not {uri!r}")
+    prefix = "/".join(segments[:-2])
+    service = parts.netloc.lower() + (f"/{prefix}" if prefix else "")
+    return TableRef(service, unquote(segments[-2]), unquote(segments[-1]))
+
+
+def create_asset(*, project_id: str, card_id: str, service: str, extra: dict | None = None) -> Asset:
+    """The factory registered for the ``datatables`` scheme (hook lineage's ``asset_kwargs``)."""
+    asset = asset_of(table_ref(project_id, card_id, service=service))
     if extra:
         asset.extra = extra
     return asset
 
 
 def sanitize_uri(uri: SplitResult) -> SplitResult:
-    """Accept ``datatables://<ProjectID>/<CardID>`` and nothing else."""
-    parts = [p for p in uri.path.split("/") if p]
-    if not uri.netloc or len(parts) != 1 or uri.query or uri.fragment:
-        raise ValueError(f"a datatables asset URI is datatables://<ProjectID>/<CardID>, not {uri.geturl()!r}")
+    """Accept ``datatables://<service host>/<ProjectID>/<CardID>`` and nothing else."""
+    parse_table_uri(uri.geturl())
     return uri
+
+
+def _connection_host(conn_id: str) -> str:
+    from airflow.sdk import Connection
+
+    try:
+        conn = Connection.get(conn_id)
+    except Exception as exc:  # AirflowNotFoundException and the Task SDK's own lookup errors
+        raise ValueError(
+            f"table_asset: connection {conn_id!r} could not be read to name the service ({type(exc).__name__}); "
+            "pass service='https://your-service' (the connection's host)"
+        ) from None
+    if not conn.host:
+        raise ValueError(f"table_asset: connection {conn_id!r} has no host; pass service='https://your-service'")
+    return conn.host if conn.port is None or ":" in conn.host.split("//")[-1] else f"{conn.host}:{conn.port}"

@@ -12,10 +12,10 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import BaseOperator, conf
+from airflow.sdk import AssetAlias, BaseOperator, conf
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
 
-from airflow_tables.assets import table_asset
+from airflow_tables.assets import ALIAS_NAME, asset_of, table_ref
 from airflow_tables.hooks.status import TableStatus
 from airflow_tables.links import DataTablesTableLink, table_url
 from airflow_tables.operators import _waiting
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
 _DEFERRABLE = conf.getboolean("operators", "default_deferrable", fallback=False)
+TABLES_ALIAS = AssetAlias(name=ALIAS_NAME, group="datatables")
 
 
 class _DataTablesOperator(DataTablesTaskMixin, BaseOperator):
@@ -88,8 +89,9 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
         datatables_conn_id: str = "datatables_default",
         **kwargs: Any,
     ) -> None:
-        if card_id and project_id and "{{" not in card_id + project_id:
-            kwargs["outlets"] = [*(kwargs.get("outlets") or []), table_asset(project_id, card_id)]
+        # The table's asset is known only at run time (a new table's CardID, a templated id, the
+        # connection's service): its event goes through this alias (see _record_asset_event).
+        kwargs["outlets"] = [*(kwargs.get("outlets") or []), TABLES_ALIAS]
         super().__init__(project_id=project_id, datatables_conn_id=datatables_conn_id, **kwargs)
         self.file_path = file_path
         self.card_id = card_id
@@ -100,11 +102,14 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
         self.poll_interval = poll_interval
         self.timeout = timeout
         self.conflict_retries = conflict_retries
+        self._ready_summary: dict | None = None
 
     # -- the steps ----------------------------------------------------------------------------
 
     def execute(self, context: Context) -> str:
-        return self.execute_resumable(context)
+        card_id = self.execute_resumable(context)
+        self._record_asset_event(context, card_id)
+        return card_id
 
     def submit_job(self, context: Context) -> dict:
         """Check the file, then import it once; return what a retry needs to find the table again.
@@ -190,6 +195,7 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
         """Resume after the trigger: the CardID when the table was read well, else fail closed."""
         summary = _waiting.resolve_event(event)
         self._log_ready(summary)
+        self._record_asset_event(context, event["card_id"])
         return event["card_id"]
 
     # -- helpers ------------------------------------------------------------------------------
@@ -306,7 +312,23 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
         if url:
             ti.xcom_push(key=DataTablesTableLink().xcom_key, value=url)
 
+    def _record_asset_event(self, context: Context, card_id: str) -> None:
+        """Record an event on the table's asset (through the alias), with flat extras to filter on."""
+        ref = table_ref(self.department, card_id, service=self.hook.settings.base_url)
+        summary = self._ready_summary or {}
+        extra = {
+            "service": ref.service,
+            "project_id": ref.project_id,
+            "card_id": card_id,
+            "card_name": summary.get("CardName"),
+            "rows": summary.get("Rows"),
+            "completion_time": summary.get("UploadCompletionTime"),
+            "replaced": bool(self.card_id),
+        }
+        context["outlet_events"][TABLES_ALIAS].add(asset_of(ref), extra=extra)
+
     def _log_ready(self, summary: dict) -> None:
+        self._ready_summary = summary
         self.log.info(
             "Table %s (%s) is ready: %s rows, read at %s",
             summary.get("CardID"),
