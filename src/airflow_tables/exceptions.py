@@ -17,15 +17,10 @@ if TYPE_CHECKING:
 class DataTablesError(Exception):
     """The service refused a request, or its answer could not be understood.
 
-    Built as ``DataTablesError(status_code, msg)``; the older ``DataTablesError(msg, status_code)``
-    order is still accepted.
+    Built as ``DataTablesError(status_code, msg)``.
     """
 
-    def __init__(
-        self, status_code: int | str | None, msg: str | int | None = "", *, method: str = "", url: str = ""
-    ) -> None:
-        if isinstance(status_code, str):  # the older (msg, status_code) order
-            status_code, msg = msg if isinstance(msg, int) else None, status_code
+    def __init__(self, status_code: int | None, msg: str = "", *, method: str = "", url: str = "") -> None:
         self.status_code: int | None = status_code
         self.msg: str = str(msg or "")
         self.method = method
@@ -34,7 +29,7 @@ class DataTablesError(Exception):
         status = f"HTTP {status_code}" if status_code is not None else "no response"
         super().__init__(f"{where}failed ({status}): {self.msg}")
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple:
         # Keep the status, the message and the request when an error crosses a process boundary.
         return (
             _rebuild,
@@ -43,7 +38,7 @@ class DataTablesError(Exception):
         )
 
 
-def _rebuild(cls: type[DataTablesError], status_code, msg, method, url) -> DataTablesError:
+def _rebuild(cls: type[DataTablesError], status_code: int | None, msg: str, method: str, url: str) -> DataTablesError:
     return cls(status_code, msg, method=method, url=url)
 
 
@@ -71,8 +66,12 @@ class DataTablesConflictError(DataTablesError):
     """409: the table is being read, or is locked by a live connection."""
 
 
+class DataTablesBusyError(DataTablesConflictError):
+    """409 while the table was seen being read: wait until it is ready, then try again."""
+
+
 class DataTablesLockedError(DataTablesConflictError):
-    """A delete was refused because the table's ``LockedFromDelete`` is true."""
+    """A delete was refused because the table is processed and its ``LockedFromDelete`` is true."""
 
 
 class DataTablesRejectedFileError(DataTablesError):
@@ -95,10 +94,12 @@ class DataTablesConnectionError(DataTablesError):
     """No answer: the connection failed, was dropped, or timed out.
 
     ``request_sent`` is false only when the connection was never made, so the
-    service certainly did not receive the request.
+    service certainly did not receive the request. ``retryable`` is false when trying
+    again cannot help (a failed TLS handshake, a request the HTTP client refused to send).
     """
 
     request_sent: bool = True
+    retryable: bool = True
 
 
 class DataTablesUploadFailedError(DataTablesError):

@@ -280,7 +280,7 @@ def test_errors_keep_status_and_message_across_pickle():
     assert (type(back), back.status_code, back.msg, str(back)) == (type(exc), 404, "no such table", str(exc))
 
 
-def test_error_accepts_both_argument_orders():
-    assert (ex.DataTablesError(409, "busy").status_code, ex.DataTablesError(409, "busy").msg) == (409, "busy")
-    assert (ex.DataTablesError("busy", 409).status_code, ex.DataTablesError("busy", 409).msg) == (409, "busy")
-    assert ex.DataTablesError("busy").status_code is None
+def test_error_is_built_status_first():
+    error = ex.DataTablesError(409, "busy")
+    assert (error.status_code, error.msg, str(error)) == (409, "busy", "failed (HTTP 409): busy")
+    assert str(ex.DataTablesError(None, "no answer")) == "failed (no response): no answer"

@@ -2,7 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_tables.hooks.status import TableStatus, find_summary
+from airflow_tables.hooks.status import TableStatus, TableWatch, check_wait, find_summary
+
+BEING, READY = TableStatus.BEING_READ, TableStatus.READY
 
 
 @pytest.mark.parametrize(
@@ -37,6 +39,25 @@ def test_status_is_a_plain_string_for_xcom_and_trigger_events():
 
 
 OLD = "2026-01-02T10:00:00"
+READ = {"Processed": False, "SuccessfulUpload": False, "UploadCompletionTime": OLD}
+
+
+def done(completed, ok=True):
+    return {"Processed": True, "SuccessfulUpload": ok, "UploadCompletionTime": completed}
+
+
+def walk(watch, *summaries):
+    """Feed a watch one summary after another, as a waiter does; return the statuses it decided."""
+    statuses = []
+    for summary in summaries:
+        look = watch.observe(summary)
+        statuses.append(look.status)
+        watch = look.watch
+    return statuses
+
+
+def test_a_new_table_is_read_then_ready():
+    assert walk(TableWatch("CRD-1"), READ, READ, done(OLD)) == [BEING, BEING, READY]
 
 
 @pytest.mark.parametrize(
@@ -47,22 +68,86 @@ OLD = "2026-01-02T10:00:00"
         (OLD, TableStatus.BEING_READ),  # the previous file's "processed"
         ("2026-01-02T10:00:01", TableStatus.READY),
         ("2026-01-03T00:00:00", TableStatus.READY),
+        ("not a time", TableStatus.READY),  # unparsable: compared as text ("n" > "2")
     ],
 )
 def test_a_replacement_is_not_ready_on_the_previous_files_completion(completed, expected):
-    summary = {"Processed": True, "SuccessfulUpload": True, "UploadCompletionTime": completed}
-    assert TableStatus.from_summary(summary, replaced_after=OLD) is expected
-    assert TableStatus.from_summary(summary) is TableStatus.READY
+    assert TableWatch("CRD-1", replaced_after=OLD).observe(done(completed)).status is expected
+    assert TableWatch("CRD-1").observe(done(completed)).status is TableStatus.READY
 
 
-def test_replaced_after_does_not_hide_gone_or_being_read():
-    assert TableStatus.from_summary(None, replaced_after=OLD) is TableStatus.GONE
-    assert TableStatus.from_summary({"Processed": False}, replaced_after=OLD) is TableStatus.BEING_READ
-    failed = {"Processed": True, "SuccessfulUpload": False, "UploadCompletionTime": "2026-01-02T10:00:05"}
-    assert TableStatus.from_summary(failed, replaced_after=OLD) is TableStatus.FAILED
+def test_a_replacement_read_within_the_same_second_is_ready_once_seen_being_read():
+    # The previous read finished at OLD; the new one is seen in progress, then finishes at OLD too.
+    assert walk(TableWatch("CRD-1", OLD), done(OLD), READ, done(OLD)) == [BEING, BEING, READY]
 
 
-def test_describe_names_the_table():
+def test_a_replacement_never_seen_being_read_waits_for_a_later_completion():
+    # Without seeing the read, an equal completion time is the previous file's (see REPLACEMENT_SPACING).
+    assert walk(TableWatch("CRD-1", OLD), done(OLD), done(OLD), done("2026-01-02T10:00:02")) == [BEING, BEING, READY]
+
+
+def test_the_watch_forgets_replaced_after_once_the_new_file_is_seen():
+    look = TableWatch("CRD-1", OLD).observe(READ)
+    assert look.watch == TableWatch("CRD-1", None)
+    assert TableWatch("CRD-1", OLD).observe(done(OLD)).watch == TableWatch("CRD-1", OLD)
+
+
+@pytest.mark.parametrize("replaced_after", [None, OLD])
+def test_failure_and_gone_end_every_wait(replaced_after):
+    watch = TableWatch("CRD-1", replaced_after)
+    assert watch.observe(None).status is TableStatus.GONE
+    assert walk(watch, READ, done("2026-01-02T10:00:05", ok=False)) == [BEING, TableStatus.FAILED]
+
+
+@pytest.mark.parametrize(
+    "summary",
+    [
+        "Processed",  # not an object at all
+        ["Processed", True],
+        {"Processed": "true", "SuccessfulUpload": True},
+        {"Processed": 1, "SuccessfulUpload": True},
+        {"SuccessfulUpload": True},
+    ],
+)
+def test_malformed_summaries_read_as_still_being_read(summary):
+    look = TableWatch("CRD-1").observe(summary)
+    assert look.status is TableStatus.BEING_READ and not look.status.is_terminal
+    assert look.summary is None or isinstance(look.summary, dict)
+
+
+def test_a_look_copies_the_summary_and_says_what_it_saw():
+    summary = done(OLD)
+    look = TableWatch("CRD-1").observe(summary)
+    summary["Rows"] = 5
+    assert "Rows" not in look.summary
+    assert look.message == "table CRD-1 is ready"
+
+
+def test_describe_names_the_table_and_the_department():
     for status in TableStatus:
         assert "CRD-1" in status.describe("CRD-1")
     assert "SuccessfulUpload" in TableStatus.FAILED.describe("CRD-1")
+    assert TableStatus.GONE.describe("CRD-1", "PRJ-9").endswith("in department PRJ-9")
+    assert [s.label for s in TableStatus] == ["Being read", "Ready", "Failed", "Gone"]
+
+
+@pytest.mark.parametrize(
+    ("poll_interval", "timeout", "wrong"),
+    [
+        (0, 10, "poll_interval"),
+        (-1, 10, "poll_interval"),
+        (True, 10, "poll_interval"),
+        ("5", 10, "poll_interval"),
+        (1, 0, "timeout"),
+        (1, -5, "timeout"),
+        (1, "60", "timeout"),
+    ],
+)
+def test_wait_settings_that_spin_or_never_wait_are_refused(poll_interval, timeout, wrong):
+    with pytest.raises(ValueError, match=wrong):
+        check_wait(poll_interval, timeout)
+
+
+def test_wait_settings_that_work():
+    check_wait(0.05, None)
+    check_wait(30, 3600.0)

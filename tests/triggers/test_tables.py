@@ -94,7 +94,7 @@ def test_gone_event(datatables_conn):
         "project_id": datatables_conn.project_id,
         "card_id": missing,
         "summary": None,
-        "message": f"table {missing} is not (or no longer) in the department",
+        "message": f"table {missing} is not (or no longer) in department {datatables_conn.project_id}",
     }
 
 

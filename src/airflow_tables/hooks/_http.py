@@ -90,14 +90,12 @@ class Settings:
     @classmethod
     def from_connection(cls, conn: Any) -> Settings:
         """Read an Airflow connection: ``host`` the base URL, ``password`` the key, the rest from extras."""
-        if not conn.password:
-            raise ValueError(f"Connection {conn.conn_id!r} has no API key: put it in the password field.")
         raw = conn.extra_dejson or {}
         # Forms of older Airflow versions stored fields as extra__datatables__<name>.
         extra = {k.removeprefix("extra__datatables__"): v for k, v in raw.items()}
         return cls(
             base_url=_base_url(conn.host, conn.port, conn.conn_id),
-            api_key=conn.password,
+            api_key=_api_key(conn.password, conn.conn_id),
             timeout=_number(extra.get("timeout"), DEFAULT_TIMEOUT, "timeout", float, minimum=0.001),
             verify=_verify(extra.get("verify")),
             max_retries=_number(extra.get("max_retries"), DEFAULT_MAX_RETRIES, "max_retries", int, minimum=0),
@@ -116,6 +114,27 @@ class Settings:
         return text.replace(self.api_key, "***") if self.api_key else text
 
 
+def _api_key(value: str | None, conn_id: str) -> str:
+    """The key as it goes in the header: surrounding whitespace removed, other control characters refused.
+
+    Keys never contain whitespace; a pasted key often brings some (a secret file written
+    with ``echo``, a copy from a web page), and HTTP clients refuse such a header with the
+    value in their message. Neither message here shows the key.
+    """
+    key = (value or "").strip()
+    if not key:
+        raise ValueError(f"Connection {conn_id!r} has no API key: put it in the password field.")
+    if key != value:
+        log.warning("Connection %r: removed whitespace around the API key (was it pasted?)", conn_id)
+    bad = next((c for c in key if ord(c) < 0x20 or ord(c) == 0x7F or c.isspace()), None)
+    if bad is not None:
+        raise ValueError(
+            f"Connection {conn_id!r}: the API key contains a control character or space "
+            f"(U+{ord(bad):04X}) inside it, which no key has and no HTTP header may carry; paste the key again."
+        )
+    return key
+
+
 def _base_url(host: str | None, port: int | None, conn_id: str) -> str:
     host = (host or "").strip()
     if not host:
@@ -128,8 +147,14 @@ def _base_url(host: str | None, port: int | None, conn_id: str) -> str:
         )
     if parts.username or parts.password:
         raise ValueError(f"Connection {conn_id!r}: put no credentials in the host; the key goes in password.")
+    path = parts.path.rstrip("/")
+    if path.rsplit("/", 1)[-1] == API_VERSION:
+        raise ValueError(
+            f"Connection {conn_id!r}: drop '/{API_VERSION}' from the host ({host!r}); the hook adds the "
+            f"version to every path itself."
+        )
     netloc = parts.netloc if port is None or parts.port is not None else f"{parts.netloc}:{port}"
-    return urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))
+    return urlunsplit((parts.scheme, netloc, path, "", ""))
 
 
 def _number(value: Any, default: float, name: str, kind: type, *, minimum: float) -> Any:
@@ -165,10 +190,31 @@ def segment(value: str, name: str) -> str:
     return quote(value, safe="")
 
 
+def card_id_problem(card_id: object) -> str | None:
+    """What is wrong with a CardID's shape (``CRD-`` and a UUID-like token), or ``None``: no request needed."""
+    if card_id is None or card_id == "":
+        return "card_id is empty: name the table to use (a CardID such as 'CRD-...')"
+    if not isinstance(card_id, str):
+        return f"card_id must be a CardID string such as 'CRD-...', not {type(card_id).__name__} {card_id!r}"
+    if card_id.strip() in ("None", "null"):
+        return (
+            f"card_id is {card_id!r}, not a CardID: the value it was rendered from was empty "
+            "(an XCom or param with no value?)"
+        )
+    if card_id != card_id.strip():
+        return f"card_id {card_id!r} has white space around it (a CardID has none)"
+    if card_id[:4].upper() == "CRD-" and card_id[:4] != "CRD-":
+        return f"card_id {card_id!r} must start with upper-case 'CRD-' (CardIDs are case-sensitive)"
+    if not CARD_ID.match(card_id):
+        return f"card_id {card_id!r} is not a CardID: the service's ids are 'CRD-' followed by a UUID"
+    return None
+
+
 def card_segment(card_id: str) -> str:
-    """Check the shape the service gives CardIDs (``CRD-`` and a UUID-like token), then encode it."""
-    if not isinstance(card_id, str) or not CARD_ID.match(card_id):
-        raise ValueError(f"card_id {card_id!r} is not a CardID: the service's ids are 'CRD-' followed by a UUID.")
+    """Check the shape the service gives CardIDs, then encode it as a path segment."""
+    problem = card_id_problem(card_id)
+    if problem is not None:
+        raise ValueError(problem)
     return segment(card_id, "card_id")
 
 
@@ -207,6 +253,45 @@ def connection_error(settings: Settings, req: Request, exc: BaseException, *, se
     return error
 
 
+def tls_error(req: Request, exc: BaseException) -> DataTablesConnectionError:
+    """The TLS handshake failed: nothing was sent, and trying again will not help.
+
+    ``WRONG_VERSION_NUMBER`` is what a client reads when the port answers plain HTTP, the
+    usual cause being a host written without its scheme (which means https).
+    """
+    reason = getattr(exc, "reason", None) or type(exc).__name__
+    hint = ""
+    if "WRONG_VERSION_NUMBER" in str(exc) or "wrong version number" in str(exc).lower():
+        plain = urlunsplit(("http", *urlsplit(req.url)[1:3], "", "")).removesuffix(f"/{API_VERSION}")
+        hint = f" The port seems to answer plain HTTP: if the service has no TLS, set the host to {plain}."
+    error = DataTablesConnectionError(
+        None,
+        f"the TLS handshake with {urlsplit(req.url).netloc} failed ({reason}), so nothing was sent.{hint}",
+        method=req.method,
+        url=req.url,
+    )
+    error.request_sent = False
+    error.retryable = False
+    return error
+
+
+def local_error(req: Request, exc: BaseException) -> DataTablesError:
+    """The HTTP client refused to build or send the request: nothing was sent, and a retry would fail the same.
+
+    The client's own message is left out on purpose: it may quote a header value.
+    """
+    error = DataTablesConnectionError(
+        None,
+        f"the request could not be sent ({type(exc).__name__}: the HTTP client refused it before sending); "
+        "check the connection's host and key",
+        method=req.method,
+        url=req.url,
+    )
+    error.request_sent = False
+    error.retryable = False
+    return error
+
+
 def _json_object(content: bytes) -> dict | None:
     try:
         body = json.loads(content)
@@ -238,6 +323,18 @@ def parse_retry_after(value: str | None) -> float | None:
     return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
 
 
+def is_transient(error: DataTablesError, *, idempotent: bool = True) -> bool:
+    """Whether trying the same request again later may succeed (and, for a paid one, may be done).
+
+    The retry policy asks this after each attempt, and a trigger's poller after the policy
+    gave up on one listing: what is not transient (a refused key, a missing department, a
+    local problem with the request, a failed TLS handshake) ends a wait at once.
+    """
+    if isinstance(error, DataTablesConnectionError):
+        return error.retryable and (idempotent or not error.request_sent)
+    return idempotent and error.status_code in TRANSIENT_STATUSES
+
+
 @dataclass(frozen=True)
 class RetryPolicy:
     """When to try again: transient failures only, exponential backoff with full jitter, ``Retry-After``.
@@ -254,13 +351,7 @@ class RetryPolicy:
 
     def wait(self, attempt: int, error: DataTablesError, *, idempotent: bool) -> float | None:
         """Seconds to wait before retry number ``attempt + 1``, or ``None`` to give up and raise."""
-        if attempt >= self.max_retries:
-            return None
-        if isinstance(error, DataTablesConnectionError):
-            transient = idempotent or not error.request_sent
-        else:
-            transient = idempotent and error.status_code in TRANSIENT_STATUSES
-        if not transient:
+        if attempt >= self.max_retries or not is_transient(error, idempotent=idempotent):
             return None
         retry_after = getattr(error, "retry_after", None)
         if retry_after is not None:

@@ -1,14 +1,38 @@
-"""A table's status, derived from ``Processed`` and ``SuccessfulUpload`` here and nowhere else.
+"""What state a table is in, given what we saw of it: decided here and nowhere else.
 
-The hook, the operators, the sensor and the trigger all ask this module "is it
-finished, did it work"; none of them reads the raw fields.
+This module does no I/O (it only reads the monotonic clock to stamp a look). The hook's
+sync wait, the sensor's poke, the operators' look before deferring and the trigger's
+department poller all feed it what they saw (a summary, or nothing when the table is not
+in the department) and act on its answer:
+
+* :class:`TableStatus`: being read, ready, failed or gone, from ``Processed`` and
+  ``SuccessfulUpload`` alone (only the JSON ``true`` counts).
+* :class:`TableWatch`: one waiter's knowledge between looks, which carries the
+  replacement rule (below) from one look to the next.
+
+The replacement rule. The seed does not say whether ``Processed`` turns false while a
+replacement is read, so right after a replacement is sent, a "processed" summary may
+still be the previous file's. A watch for a replacement knows the previous file's
+``UploadCompletionTime`` (``replaced_after``): a processed summary whose completion time is
+not later than that is the previous file's and counts as being read, until the table is
+seen being read; from then on, the next "processed" is the new file's whatever its time
+(the read may finish within the same second as the previous one). Completion times have
+whole seconds, so a replacement is sent no earlier than a second after the look that saw
+the previous read finished (:data:`REPLACEMENT_SPACING`): then, even when the new read is
+never seen in progress, its completion time is later than the previous one.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import Enum
+from typing import Any
+
+#: Seconds between the look that saw a table's previous read finished and sending its replacement.
+REPLACEMENT_SPACING = 1.0
 
 
 class TableStatus(str, Enum):
@@ -20,24 +44,16 @@ class TableStatus(str, Enum):
     GONE = "gone"
 
     @classmethod
-    def from_summary(cls, summary: Mapping | None, *, replaced_after: str | None = None) -> TableStatus:
-        """Derive the status from a table summary (or detail); ``None`` means the table is not there.
+    def from_summary(cls, summary: Mapping[str, Any] | None) -> TableStatus:
+        """The status a summary (or detail) shows; ``None`` means the table is not there.
 
-        Only the JSON ``true`` counts: a string such as ``"false"`` must not read as finished.
-
-        :param replaced_after: for a replacement, the table's ``UploadCompletionTime`` before the
-            new file was sent. The seed does not say whether ``Processed`` turns false while a
-            replacement is read, so a "processed" summary whose completion time is not later
-            than this is the previous file's and counts as still being read. The times have
-            whole seconds: send a replacement at least a second after that completion (or
-            stop passing this once the table was seen being read), or an equal time keeps
-            the table "being read" for good.
+        Only the JSON ``true`` counts: a string such as ``"false"`` must not read as
+        finished, and a summary that is not an object reads as still being read (the next
+        look decides).
         """
         if summary is None:
             return cls.GONE
-        if summary.get("Processed") is not True:
-            return cls.BEING_READ
-        if replaced_after is not None and not _later(summary.get("UploadCompletionTime"), replaced_after):
+        if not isinstance(summary, Mapping) or summary.get("Processed") is not True:
             return cls.BEING_READ
         return cls.READY if summary.get("SuccessfulUpload") is True else cls.FAILED
 
@@ -46,14 +62,71 @@ class TableStatus(str, Enum):
         """Whether waiting longer can change anything."""
         return self is not TableStatus.BEING_READ
 
-    def describe(self, card_id: str) -> str:
-        """One sentence for logs, events and errors."""
+    @property
+    def label(self) -> str:
+        """The state in words, for people (the UI, logs)."""
+        return _LABELS[self]
+
+    def describe(self, card_id: str, department: str | None = None) -> str:
+        """One sentence for logs, events and errors, naming the department when it is known."""
+        where = f"department {department}" if department else "the department"
         return {
             TableStatus.BEING_READ: f"table {card_id} is still being read",
             TableStatus.READY: f"table {card_id} is ready",
             TableStatus.FAILED: f"the service could not read the file of table {card_id} (SuccessfulUpload is false)",
-            TableStatus.GONE: f"table {card_id} is not (or no longer) in the department",
+            TableStatus.GONE: f"table {card_id} is not (or no longer) in {where}",
         }[self]
+
+
+_LABELS = {
+    TableStatus.BEING_READ: "Being read",
+    TableStatus.READY: "Ready",
+    TableStatus.FAILED: "Failed",
+    TableStatus.GONE: "Gone",
+}
+
+
+@dataclass(frozen=True)
+class Look:
+    """The answer to one look at a table: its status, the summary seen, and the watch to carry on.
+
+    ``seen_at`` (``time.monotonic()``) lets a replacement keep :data:`REPLACEMENT_SPACING`
+    after the look that found the table idle.
+    """
+
+    status: TableStatus
+    summary: dict[str, Any] | None
+    watch: TableWatch
+    seen_at: float = field(default_factory=time.monotonic, compare=False)
+
+    @property
+    def message(self) -> str:
+        return self.status.describe(self.watch.card_id)
+
+
+@dataclass(frozen=True)
+class TableWatch:
+    """What one waiter knows about a table between looks (JSON-able, for a trigger's kwargs).
+
+    :param card_id: the table.
+    :param replaced_after: for a replacement, the previous file's ``UploadCompletionTime``;
+        cleared once the table is seen being read (see the module's replacement rule).
+    """
+
+    card_id: str
+    replaced_after: str | None = None
+
+    def observe(self, summary: Mapping[str, Any] | None) -> Look:
+        """Decide the table's status from one summary (``None``: not in the department)."""
+        seen = TableStatus.from_summary(summary)
+        copy = dict(summary) if isinstance(summary, Mapping) else None
+        if self.replaced_after is None or seen is TableStatus.GONE:
+            return Look(seen, copy, self)
+        if seen is TableStatus.BEING_READ:
+            return Look(seen, copy, replace(self, replaced_after=None))  # the new file is being read
+        if not _later((summary or {}).get("UploadCompletionTime"), self.replaced_after):
+            return Look(TableStatus.BEING_READ, copy, self)  # the previous file's "processed"
+        return Look(seen, copy, replace(self, replaced_after=None))
 
 
 def _later(value: object, than: str) -> bool:
@@ -66,6 +139,29 @@ def _later(value: object, than: str) -> bool:
         return value > than
 
 
-def find_summary(cards: Iterable[Mapping], card_id: str) -> dict | None:
-    """The entry of ``list_cards`` with this CardID, or ``None`` (the seed's polling rule)."""
+def check_wait(
+    poll_interval: object, timeout: object, *, poll_name: str = "poll_interval", timeout_name: str = "timeout"
+) -> None:
+    """Refuse wait settings that make a busy loop or end a wait before it starts, naming the parameter.
+
+    ``poll_interval`` is a number of seconds > 0; ``timeout`` is a number of seconds > 0, or
+    ``None`` for no deadline.
+    """
+    if isinstance(poll_interval, bool) or not isinstance(poll_interval, (int, float)) or not poll_interval > 0:
+        raise ValueError(f"{poll_name} must be a number of seconds greater than 0, not {poll_interval!r}")
+    if timeout is None:
+        return
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+        raise ValueError(
+            f"{timeout_name} must be a number of seconds greater than 0 (or None for no deadline), not {timeout!r}"
+        )
+
+
+def find_summary(cards: Iterable[Mapping[str, Any]], card_id: str) -> dict[str, Any] | None:
+    """The entry of a listing with this CardID, or ``None`` (the seed's polling rule)."""
     return next((dict(card) for card in cards if card.get("CardID") == card_id), None)
+
+
+def missing_from(cards: Mapping[str, Any], card_ids: Iterable[str]) -> list[str]:
+    """The wanted tables a listing lacks: each is fetched once before it counts as gone (a list may lag)."""
+    return sorted(set(card_ids) - cards.keys())

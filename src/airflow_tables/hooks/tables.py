@@ -8,17 +8,19 @@ bytes and knows the endpoints.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import tempfile
 import time
-from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator, Callable, Collection, Iterable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import requests
 from airflow.sdk import BaseHook
 
 from airflow_tables.exceptions import (
     DataTablesAuthenticationError,
+    DataTablesBusyError,
     DataTablesConflictError,
     DataTablesConnectionError,
     DataTablesError,
@@ -38,33 +40,43 @@ from airflow_tables.hooks._http import (
     card_segment,
     connection_error,
     interpret,
+    local_error,
     segment,
+    tls_error,
 )
 from airflow_tables.hooks._multipart import MultipartFile
-from airflow_tables.hooks.status import TableStatus, find_summary
+from airflow_tables.hooks.status import Look, TableStatus, TableWatch, check_wait, missing_from
 
 if TYPE_CHECKING:
     import pandas as pd
 
+T = TypeVar("T")
+
 # Errors from requests that mean "no usable answer"; anything else is a bug and propagates as is.
 _NO_ANSWER = (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError)
+# The client refused to build or send the request: a local problem, never retried, never quoted.
+_LOCAL = (requests.exceptions.InvalidHeader, requests.exceptions.InvalidURL, requests.exceptions.InvalidSchema)
 _PROBE_PROJECT = "airflow-connection-test"
 
 
 def _no_answer(settings: Settings, req: Request, exc: requests.RequestException) -> DataTablesConnectionError:
-    """Say why no answer came; "never sent" only when no connection was made (refused, name, TLS check)."""
+    """Say why no answer came; "never sent" only when no connection was made (refused, name, TLS)."""
     import ssl
 
     import urllib3.exceptions
 
     reason = getattr(exc.args[0], "reason", None) if exc.args else None
     cause = reason.args[0] if reason is not None and reason.args else None
-    never_sent = (
-        isinstance(exc, requests.ConnectTimeout)
-        or isinstance(reason, urllib3.exceptions.NewConnectionError)
-        or isinstance(cause, ssl.SSLCertVerificationError)  # the handshake comes before any byte of HTTP
-    )
+    if isinstance(exc, requests.exceptions.SSLError) or isinstance(cause, ssl.SSLError):
+        return tls_error(req, cause if isinstance(cause, ssl.SSLError) else exc)  # before any byte of HTTP
+    never_sent = isinstance(exc, requests.ConnectTimeout) or isinstance(reason, urllib3.exceptions.NewConnectionError)
     return connection_error(settings, req, reason or exc, sent=not never_sent)
+
+
+def named_after(card: dict, file_name: str) -> bool:
+    """Whether a table's CardName is the file's name (with or without ``.csv``): how the service names uploads."""
+    name = (card.get("CardName") or "").casefold()
+    return name in (file_name.casefold(), os.path.splitext(file_name)[0].casefold())
 
 
 def _options(settings: Settings, req: Request) -> dict[str, Any]:
@@ -153,7 +165,10 @@ class DataTablesHook(BaseHook):
 
     @staticmethod
     def _project(settings: Settings, project_id: str | None) -> str:
-        project = project_id if project_id not in (None, "") else settings.project_id
+        if project_id is not None and not str(project_id).strip():
+            # An explicit empty value (a template that rendered "") is a mistake, not "the default".
+            raise ValueError("project_id is empty: name a department, or leave project_id out to use the connection's.")
+        project = project_id if project_id is not None else settings.project_id
         if project is None:
             raise ValueError("No project_id given and the connection has no 'project_id' extra: name a department.")
         segment(project, "project_id")  # the same check for the form field as for a path
@@ -181,6 +196,8 @@ class DataTablesHook(BaseHook):
             nonlocal may_have_landed
             try:
                 resp = session.request(req.method, req.url, **_options(settings, req))
+            except _LOCAL as exc:
+                raise local_error(req, exc) from None
             except _NO_ANSWER as exc:
                 error = _no_answer(settings, req, exc)
                 may_have_landed |= error.request_sent
@@ -231,6 +248,14 @@ class DataTablesHook(BaseHook):
         async def send() -> dict:
             try:
                 resp = await client.request(req.method, req.url, headers=req.headers)
+            except (httpx.LocalProtocolError, httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:
+                raise local_error(req, exc) from None
+            except httpx.ConnectError as exc:
+                import ssl
+
+                if isinstance(exc.__context__, ssl.SSLError) or "SSL" in type(exc.__context__).__name__:
+                    raise tls_error(req, exc.__context__) from None
+                raise connection_error(settings, req, exc, sent=False) from exc
             except httpx.TransportError as exc:
                 sent = not isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout))
                 raise connection_error(settings, req, exc, sent=sent) from exc
@@ -267,22 +292,41 @@ class DataTablesHook(BaseHook):
         return await self._acall("GET", project_id, card_id)
 
     def delete_card(self, project_id: str | None, card_id: str) -> None:
-        """Delete a table for good; :class:`DataTablesLockedError` when a live connection feeds it."""
+        """Delete a table for good.
+
+        A refusal (409) is told apart by a look at the table, deciding from ``Processed``
+        first: :class:`DataTablesBusyError` while it is being read (whatever
+        ``LockedFromDelete`` says: wait, then try again), :class:`DataTablesLockedError` when
+        it is processed and locked (a live connection feeds it).
+        """
         try:
             self._call("DELETE", project_id, card_id)
         except DataTablesConflictError as conflict:
-            try:
-                locked = self.get_card(project_id, card_id).get("LockedFromDelete") is True
-            except DataTablesError:
-                locked = False
-            if locked:
-                raise DataTablesLockedError(
-                    409,
-                    f"{conflict.msg} (LockedFromDelete is true: a live connection feeds this table)",
-                    method=conflict.method,
-                    url=conflict.url,
-                ) from None
-            raise
+            raise self._conflict(project_id, card_id, conflict, "delete") from None
+
+    def _conflict(
+        self, project_id: str | None, card_id: str, conflict: DataTablesConflictError, action: str
+    ) -> DataTablesConflictError:
+        """Why the service refused ``action`` with 409: the table is being read, or it is locked."""
+        try:
+            look = self.look(project_id, card_id)
+        except DataTablesError:
+            return conflict
+        fields = {"method": conflict.method, "url": conflict.url}
+        if look.status is TableStatus.BEING_READ:
+            return DataTablesBusyError(409, f"{conflict.msg} ({look.message})", **fields)
+        if action == "delete" and (look.summary or {}).get("LockedFromDelete") is True:
+            return DataTablesLockedError(
+                409, f"{conflict.msg} (LockedFromDelete is true: a live connection feeds this table)", **fields
+            )
+        source = (look.summary or {}).get("ConnectorSource")
+        why = f"it is fed by a connection to {source}" if source else "it is not being read"
+        return DataTablesConflictError(
+            409,
+            f"{conflict.msg} (the service refuses to {action} table {card_id} although {why}; "
+            "sending it again will not help: check the table in the application)",
+            **fields,
+        )
 
     def import_csv(self, project_id: str | None, file_path: str | os.PathLike, card_id: str | None = None) -> str:
         """Upload a CSV as a new table, or as ``card_id``'s new data; return the CardID. Costs one credit.
@@ -318,6 +362,8 @@ class DataTablesHook(BaseHook):
             with requests.Session() as session:
                 try:
                     resp = session.post(req.url, data=body, **{**_options(settings, req), "headers": headers})
+                except _LOCAL as exc:
+                    raise local_error(req, exc) from None
                 except _NO_ANSWER as exc:
                     raise _no_answer(settings, req, exc) from exc
                 return interpret(settings, req, resp.status_code, resp.headers, resp.content)
@@ -325,6 +371,10 @@ class DataTablesHook(BaseHook):
         started = time.monotonic()
         try:
             result = self._policy(settings).run(send, idempotent=False)
+        except DataTablesConflictError as conflict:
+            if card_id is None:
+                raise
+            raise self._conflict(project, card_id, conflict, "replace") from None
         except DataTablesError as exc:
             if body.changed_size:  # the closing boundary was never sent: no service can parse that form
                 raise DataTablesError(
@@ -339,6 +389,8 @@ class DataTablesHook(BaseHook):
                 raise self._uncertain(exc, name, fields) from exc
             raise
         new_id = result.get("CardID")
+        if new_id is None and card_id is not None:
+            new_id = card_id  # a replacement keeps its id; the seed only implies that the answer repeats it
         if not isinstance(new_id, str) or not CARD_ID.match(new_id):
             raise self._uncertain(DataTablesError(200, f"answer without a CardID: {sorted(result)}"), name, fields)
         self.log.info("Imported %s as %s in %.1f s", name, new_id, time.monotonic() - started)
@@ -350,12 +402,13 @@ class DataTablesHook(BaseHook):
         check = (
             f"get_card({project!r}, {card_id!r}) for a new UploadCompletionTime"
             if card_id
-            else f"list_cards({project!r}) for a table named after {name!r}"
+            else f"list_cards({project!r}) for a new table named after {name!r}"
         )
         return DataTablesImportUncertainError(
             exc.status_code,
             f"the import of {name} may have happened ({exc.msg}); it was not re-sent because each import "
-            f"costs a credit. Check {check} before trying again.",
+            f"costs a credit. An import or replace task's next try finds what this import did and does not "
+            f"send the file again; outside a task, check {check} before trying again.",
             method="POST",
             url=exc.url,
         )
@@ -373,19 +426,63 @@ class DataTablesHook(BaseHook):
             validate_csv(path).raise_for_errors()
             return self.import_csv(project_id, path, card_id)
 
-    def find_card(self, project_id: str | None, card_id: str) -> dict | None:
-        """The table's summary by the seed's polling rule (list, find the CardID), ``None`` if it is gone.
+    def find_cards(self, project_id: str | None, card_ids: Iterable[str]) -> dict[str, dict]:
+        """The department's summaries by CardID, by the seed's polling rule (list, find the CardID).
 
-        A table missing from the list is fetched once before it counts as gone: a list may lag
-        behind a fresh import.
+        A wanted table missing from the list is fetched once before it counts as gone (a list
+        may lag behind a fresh import); one that is not there either is left out.
         """
-        summary = find_summary(self.list_cards(project_id), card_id)
-        if summary is None:
-            try:
-                summary = self.get_card(project_id, card_id)
-            except DataTablesNotFoundError:
-                return None
-        return summary
+        cards = {card["CardID"]: card for card in self.list_cards(project_id)}
+        for card_id in missing_from(cards, card_ids):
+            with contextlib.suppress(DataTablesNotFoundError):
+                cards[card_id] = self.get_card(project_id, card_id)
+        return cards
+
+    async def a_find_cards(self, project_id: str | None, card_ids: Iterable[str]) -> dict[str, dict]:
+        """:meth:`find_cards` without blocking the event loop (the trigger's department poller)."""
+        cards = {card["CardID"]: card for card in await self.a_list_cards(project_id)}
+        for card_id in missing_from(cards, card_ids):
+            with contextlib.suppress(DataTablesNotFoundError):
+                cards[card_id] = await self.a_get_card(project_id, card_id)
+        return cards
+
+    def find_card(self, project_id: str | None, card_id: str) -> dict | None:
+        """The table's summary (see :meth:`find_cards`), ``None`` if it is gone."""
+        card_segment(card_id)
+        return self.find_cards(project_id, [card_id]).get(card_id)
+
+    def look(self, project_id: str | None, watch: TableWatch | str) -> Look:
+        """One look at a table: its status, summary, and the watch to carry to the next look."""
+        watch = TableWatch(watch) if isinstance(watch, str) else watch
+        return watch.observe(self.find_card(project_id, watch.card_id))
+
+    def wait_for_table(
+        self,
+        project_id: str | None,
+        watch: TableWatch | str,
+        *,
+        poll_interval: float = 30.0,
+        timeout: float | None = 3600.0,
+    ) -> Look:
+        """Look at the table every ``poll_interval`` seconds until it is not being read; return that look.
+
+        Returns ready, failed and gone alike (the caller decides what each means); raises
+        only :class:`DataTablesTimeoutError` after ``timeout`` seconds of wall clock
+        (``None``: no deadline) and the errors of the requests themselves.
+        """
+        check_wait(poll_interval, timeout)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        look = self.look(project_id, watch)
+        while not look.status.is_terminal:
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                waited = f"{timeout:g} s" if timeout else "the deadline"
+                raise DataTablesTimeoutError(None, f"{look.message} after {waited}")
+            pause = poll_interval if remaining is None else min(poll_interval, remaining)
+            self.log.info("%s; next look in %g s", look.message, pause)
+            time.sleep(pause)
+            look = self.look(project_id, look.watch)
+        return look
 
     def wait_for_processed(
         self,
@@ -393,7 +490,7 @@ class DataTablesHook(BaseHook):
         card_id: str,
         *,
         poll_interval: float = 30.0,
-        timeout: float = 3600.0,
+        timeout: float | None = 3600.0,
         replaced_after: str | None = None,
     ) -> dict:
         """Poll until ``card_id`` is processed; return its summary.
@@ -403,27 +500,66 @@ class DataTablesHook(BaseHook):
         :class:`DataTablesTimeoutError` after ``timeout`` seconds (wall clock).
 
         :param replaced_after: after a replacement, the table's previous ``UploadCompletionTime``
-            (see :meth:`TableStatus.from_summary`); forgotten once the table is seen being read.
+            (see :class:`~airflow_tables.hooks.status.TableWatch`).
         """
-        card_segment(card_id)
-        deadline = time.monotonic() + timeout
-        while True:
-            summary = self.find_card(project_id, card_id)
-            status = TableStatus.from_summary(summary, replaced_after=replaced_after)
-            if status is TableStatus.READY:
-                return summary
-            if status is TableStatus.FAILED:
-                raise DataTablesUploadFailedError(None, status.describe(card_id))
-            if status is TableStatus.GONE:
-                raise DataTablesNotFoundError(None, status.describe(card_id))
-            if TableStatus.from_summary(summary) is TableStatus.BEING_READ:
-                replaced_after = None  # the new file is being read: its "processed" will be its own
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise DataTablesTimeoutError(None, f"{status.describe(card_id)} after {timeout:g} s")
-            wait = min(poll_interval, remaining)
-            self.log.info("%s; next look in %g s", status.describe(card_id), wait)
-            time.sleep(wait)
+        look = self.wait_for_table(
+            project_id, TableWatch(card_id, replaced_after), poll_interval=poll_interval, timeout=timeout
+        )
+        if look.status is TableStatus.FAILED:
+            raise DataTablesUploadFailedError(None, look.message)
+        if look.status is TableStatus.GONE:
+            raise DataTablesNotFoundError(None, look.message)
+        return look.summary or {}
+
+    def send_when_idle(
+        self,
+        project_id: str | None,
+        card_id: str,
+        send: Callable[[Look], T],
+        *,
+        attempts: int = 3,
+        poll_interval: float = 30.0,
+        timeout: float | None = 3600.0,
+        wait: bool = True,
+    ) -> T:
+        """Call ``send`` (a replacement or a delete) once the table is not being read.
+
+        The service refuses both with 409 while the table is being read. ``send`` receives the
+        look that found the table idle (ready, failed or gone: it decides). When the service
+        refuses it because a read started meanwhile (:class:`DataTablesBusyError`), this waits
+        again and sends again, at most ``attempts`` more times; any other refusal is raised
+        at once, so a table that can never be replaced is never sent the file twice.
+
+        :param wait: ``False`` raises :class:`DataTablesBusyError` at once for a table being read.
+        """
+        for attempt in itertools.count():
+            if wait:
+                look = self.wait_for_table(project_id, card_id, poll_interval=poll_interval, timeout=timeout)
+            else:
+                look = self.look(project_id, card_id)
+                if look.status is TableStatus.BEING_READ:
+                    raise DataTablesBusyError(None, look.message)
+            try:
+                return send(look)
+            except DataTablesBusyError as busy:
+                if attempt >= attempts or not wait:
+                    raise DataTablesBusyError(
+                        409, f"{busy.msg}; still busy after {attempts + 1} tries", method=busy.method, url=busy.url
+                    ) from None
+                self.log.info("Refused because a read started meanwhile (%s); waiting, then trying again", busy.msg)
+        raise AssertionError("unreachable")
+
+    def tables_named_after(self, project_id: str | None, file_name: str) -> list[str]:
+        """The CardIDs of the department's tables that an upload of ``file_name`` could have created.
+
+        The service names an uploaded table after its file; a retry whose earlier import lost
+        its answer compares this before and after to find the table that import made.
+        """
+        return [card["CardID"] for card in self.list_cards(project_id) if named_after(card, file_name)]
+
+    def find_lost_import(self, project_id: str | None, file_name: str, before: Collection[str]) -> list[str]:
+        """The tables named after ``file_name`` that are new since ``before`` (see :meth:`tables_named_after`)."""
+        return [card_id for card_id in self.tables_named_after(project_id, file_name) if card_id not in before]
 
     def test_connection(self) -> tuple[bool, str]:
         """One cheap GET, not retried: does the service accept the key (and see the ``project_id`` extra)?"""

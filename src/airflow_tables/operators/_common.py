@@ -26,8 +26,20 @@ class DataTablesTaskMixin:
 
     @property
     def department(self) -> str:
-        """The ProjectID: the task's, else the connection's ``project_id`` extra."""
-        project = self.project_id or self.hook.settings.project_id
+        """The ProjectID: the task's, else (when it was left out) the connection's ``project_id`` extra.
+
+        An explicit empty value (a template that rendered ``""``) fails: it is a mistake, and
+        falling back would import into another department.
+        """
+        if self.project_id is not None:
+            project = str(self.project_id).strip()
+            if not project or project == "None":
+                raise AirflowFailException(
+                    f"{self.task_id}: project_id is {self.project_id!r}: name a department, or leave project_id "
+                    f"out to use connection {self.datatables_conn_id!r}'s; nothing was sent."
+                )
+            return project
+        project = self.hook.settings.project_id
         if not project:
             raise AirflowFailException(
                 f"{self.task_id}: no project_id given, and connection {self.datatables_conn_id!r} "

@@ -2,8 +2,9 @@
 
 Both wait the same three ways (poke on the worker, reschedule, defer to the one
 trigger) and must read the trigger's answer the same way, so that logic lives here
-once. Reading the answer fails closed: anything but a well-formed event about the
-table we asked for fails the task.
+once. What a look at a table means is decided in :mod:`airflow_tables.hooks.status`;
+this module only turns its answers into a task's outcome. Reading the trigger's answer
+fails closed: anything but a well-formed event about the table we asked for fails the task.
 """
 
 from __future__ import annotations
@@ -17,47 +18,38 @@ from airflow_tables.hooks.status import TableStatus
 from airflow_tables.triggers.tables import ERROR, TIMEOUT, DataTablesProcessedTrigger
 
 if TYPE_CHECKING:
-    from airflow_tables.hooks.tables import DataTablesHook
+    from airflow_tables.hooks.status import Look, TableWatch
 
 _EVENT_STATUSES = {s.value for s in TableStatus if s is not TableStatus.BEING_READ} | {TIMEOUT, ERROR}
 
 
-def look(
-    hook: DataTablesHook, project_id: str, card_id: str, replaced_after: str | None = None
-) -> tuple[TableStatus, dict | None]:
-    """One look at the table, by the seed's polling rule (list the department, find the CardID)."""
-    summary = hook.find_card(project_id, card_id)
-    return TableStatus.from_summary(summary, replaced_after=replaced_after), summary
-
-
-def finished(status: TableStatus, summary: dict | None, card_id: str) -> dict:
+def finished(look: Look, department: str) -> dict[str, Any]:
     """The summary of a table that was read well; fail the task (no retry) for any other end."""
-    if status is TableStatus.READY:
-        return summary or {}
-    raise AirflowFailException(status.describe(card_id))
+    if look.status is TableStatus.READY:
+        return look.summary or {}
+    raise AirflowFailException(look.status.describe(look.watch.card_id, department))
 
 
 def trigger(
     *,
     conn_id: str,
     project_id: str,
-    card_id: str,
+    watch: TableWatch,
     poll_interval: float,
     timeout: float | None,
-    replaced_after: str | None = None,
 ) -> DataTablesProcessedTrigger:
     """The trigger for a deferred wait, with a wall-clock deadline ``timeout`` seconds from now."""
     return DataTablesProcessedTrigger(
         project_id=project_id,
-        card_id=card_id,
+        card_id=watch.card_id,
         datatables_conn_id=conn_id,
         poll_interval=poll_interval,
         deadline=None if timeout is None else time.time() + timeout,
-        replaced_after=replaced_after,
+        replaced_after=watch.replaced_after,
     )
 
 
-def resolve_event(event: Any, card_id: str | None = None) -> dict:
+def resolve_event(event: Any, card_id: str | None = None) -> dict[str, Any]:
     """The table summary from the trigger's event, or the task's failure.
 
     ``timeout`` and ``error`` fail the try (a retry re-attaches to the same table);
@@ -71,4 +63,7 @@ def resolve_event(event: Any, card_id: str | None = None) -> dict:
     status, message = event["status"], event.get("message") or ""
     if status in (TIMEOUT, ERROR):
         raise AirflowException(message or f"waiting for {event.get('card_id')} ended: {status}")
-    return finished(TableStatus(status), event.get("summary"), event["card_id"])
+    if status == TableStatus.READY.value:
+        summary = event.get("summary")
+        return summary if isinstance(summary, dict) else {}
+    raise AirflowFailException(message or TableStatus(status).describe(event["card_id"], event.get("project_id")))

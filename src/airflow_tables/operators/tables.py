@@ -6,7 +6,6 @@ pandas and Great Expectations are imported inside ``execute``.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
 from collections.abc import Sequence
@@ -16,7 +15,7 @@ from airflow.sdk import AssetAlias, BaseOperator, conf
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
 
 from airflow_tables.assets import ALIAS_NAME, asset_of, table_ref
-from airflow_tables.hooks.status import TableStatus
+from airflow_tables.hooks.status import REPLACEMENT_SPACING, TableStatus, TableWatch, check_wait
 from airflow_tables.links import DataTablesTableLink, table_url
 from airflow_tables.operators import _waiting
 from airflow_tables.operators._common import DataTablesTaskMixin
@@ -25,8 +24,12 @@ from airflow_tables.operators._resumable import ResumableJobMixin, durable_store
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
+    from airflow_tables.hooks.status import Look
+
 _DEFERRABLE = conf.getboolean("operators", "default_deferrable", fallback=False)
 TABLES_ALIAS = AssetAlias(name=ALIAS_NAME, group="datatables")
+#: The durable note of an import sent but not yet answered (see ``_adopt_lost_import``).
+_PENDING_KEY = "datatables_import_sent"
 
 
 class _DataTablesOperator(DataTablesTaskMixin, BaseOperator):
@@ -54,18 +57,23 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
     credit and is sent once: the CardID is kept in the task state store as soon as the
     service accepts the file, so a retried task re-attaches to that table instead of
     importing again. The CardID and the table's URL go to XCom before the wait, and the
-    task returns the CardID.
+    task returns the CardID. Each successful import records an event on the table's asset
+    (:func:`airflow_tables.assets.table_asset`).
 
     :param file_path: the CSV to upload (templated).
-    :param project_id: the department (templated); defaults to the connection's ``project_id``.
-    :param card_id: a table of the department whose data to replace (templated).
+    :param project_id: the department (templated); when left out, the connection's
+        ``project_id``. An explicit empty value fails the task.
+    :param card_id: a table of the department whose data to replace (templated). When it
+        is given but renders empty (``""``, ``None``), the task fails before any request
+        instead of creating a new table.
     :param wait_for_completion: wait until the service has read the file (``Processed``).
-    :param deferrable: wait in the triggerer instead of on a worker.
-    :param poll_interval: seconds between looks at the department while waiting.
+    :param deferrable: wait in the triggerer instead of on a worker. (A replacement's wait
+        for an earlier read to end, before the file is sent, always runs on the worker.)
+    :param poll_interval: seconds between looks at the department while waiting (> 0).
     :param timeout: seconds to wait for the table to be read before the try fails (a retry
-        waits on the same table).
+        waits on the same table); ``None`` waits without a deadline.
     :param conflict_retries: how many times a replacement refused because the table is
-        still being read is waited out and sent again.
+        being read again is waited out and sent again.
     """
 
     template_fields: Sequence[str] = ("project_id", "file_path", "card_id")
@@ -84,17 +92,19 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
         wait_for_completion: bool = True,
         deferrable: bool = _DEFERRABLE,
         poll_interval: float = 30.0,
-        timeout: float = 6 * 3600.0,
+        timeout: float | None = 6 * 3600.0,
         conflict_retries: int = 3,
         datatables_conn_id: str = "datatables_default",
         **kwargs: Any,
     ) -> None:
+        check_wait(poll_interval, timeout)
         # The table's asset is known only at run time (a new table's CardID, a templated id, the
         # connection's service): its event goes through this alias (see _record_asset_event).
         kwargs["outlets"] = [*(kwargs.get("outlets") or []), TABLES_ALIAS]
         super().__init__(project_id=project_id, datatables_conn_id=datatables_conn_id, **kwargs)
         self.file_path = file_path
         self.card_id = card_id
+        self.replaces = card_id is not None  # given, so it must render to a CardID
         self.validate = validate
         self.expectations = expectations
         self.wait_for_completion = wait_for_completion
@@ -107,6 +117,7 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
     # -- the steps ----------------------------------------------------------------------------
 
     def execute(self, context: Context) -> str:
+        self._check_arguments()
         card_id = self.execute_resumable(context)
         self._record_asset_event(context, card_id)
         return card_id
@@ -121,73 +132,50 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
         self._check_file()
         project = self.department
         store = durable_store(context)
-        job = self._adopt_lost_import(store.get(_PENDING_KEY), project)
-        if job is None:
-            card_id, replaced_after = self._import(project, store)
-            job = {"project_id": project, "card_id": card_id, "replaced_after": replaced_after}
+        job = self._adopt_lost_import(store.get(_PENDING_KEY), project) or self._import(project, store)
         self._publish(context, job)
         return job
 
-    def get_job_status(self, external_id: dict, context: Context) -> str:
-        status, _ = _waiting.look(
-            self.hook, external_id["project_id"], external_id["card_id"], external_id["replaced_after"]
-        )
-        return status.value
+    def get_job_status(self, external_id: Any, context: Context) -> str:
+        return self.hook.look(external_id["project_id"], _watch(external_id)).status.value
 
     def is_job_active(self, status: str) -> bool:
         # A table read badly counts as "active" so that the retry reports the failure
         # (poll_until_complete) instead of paying for the same file again.
-        return status in ("being_read", "failed")
+        return status in (TableStatus.BEING_READ.value, TableStatus.FAILED.value)
 
     def is_job_succeeded(self, status: str) -> bool:
-        return status == "ready"
+        return status == TableStatus.READY.value
 
-    def poll_until_complete(self, external_id: dict, context: Context) -> str:
+    def poll_until_complete(self, external_id: Any, context: Context) -> str:
         """Wait for the table; return the CardID.
 
         The return value matters: when a retry reconnects to a table still being read,
         Airflow 3.3's ResumableJobMixin returns what this returns, not get_job_result's.
         """
         self._publish(context, external_id)
+        project, card_id = external_id["project_id"], external_id["card_id"]
         if not self.wait_for_completion:
-            return external_id["card_id"]
-        project, card_id, after = (
-            external_id["project_id"],
-            external_id["card_id"],
-            external_id["replaced_after"],
-        )
-        status, summary = _waiting.look(self.hook, project, card_id, after)  # a finished table never defers
-        if status.is_terminal:
-            self._log_ready(_waiting.finished(status, summary, card_id))
             return card_id
-        if self.deferrable:
+        look = self.hook.look(project, _watch(external_id))  # a finished table never defers
+        if not look.status.is_terminal and self.deferrable:
             self.log.info("Table %s is being read; deferring the wait to the triggerer", card_id)
             self.defer(
                 trigger=_waiting.trigger(
                     conn_id=self.datatables_conn_id,
                     project_id=project,
-                    card_id=card_id,
+                    watch=look.watch,
                     poll_interval=self.poll_interval,
                     timeout=self.timeout,
-                    replaced_after=after,
                 ),
                 method_name="execute_complete",
             )
-        from airflow_tables.exceptions import DataTablesError
-
-        try:
-            summary = self.hook.wait_for_processed(
-                project, card_id, poll_interval=self.poll_interval, timeout=self.timeout, replaced_after=after
-            )
-        except DataTablesError as err:
-            status = _status_of(err)
-            if status is None:
-                raise
-            _waiting.finished(status, None, card_id)
-        self._log_ready(summary)
+        if not look.status.is_terminal:
+            look = self.hook.wait_for_table(project, look.watch, poll_interval=self.poll_interval, timeout=self.timeout)
+        self._log_ready(_waiting.finished(look, project))
         return card_id
 
-    def get_job_result(self, external_id: dict, context: Context) -> str:
+    def get_job_result(self, external_id: Any, context: Context) -> str:
         self._publish(context, external_id)
         return external_id["card_id"]
 
@@ -198,7 +186,23 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
         self._record_asset_event(context, event["card_id"])
         return event["card_id"]
 
-    # -- helpers ------------------------------------------------------------------------------
+    # -- checks before any request ------------------------------------------------------------
+
+    def _check_arguments(self) -> None:
+        """Fail the task, without retry and before any request, on arguments that rendered wrong."""
+        from airflow_tables.hooks._http import card_id_problem
+
+        problem = None
+        if self.replaces:
+            problem = card_id_problem(self.card_id)
+        if problem is None:
+            try:
+                check_wait(self.poll_interval, self.timeout)
+            except ValueError as err:
+                problem = str(err)
+        if problem is not None:
+            raise AirflowFailException(f"{self.task_id}: {problem}; nothing was sent.")
+        self.department  # noqa: B018 - an empty project_id fails here, before any request
 
     def _check_file(self) -> None:
         """Validate (and check expectations) before any request; failures are final, not retried."""
@@ -222,56 +226,46 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
             except ExpectationsFailed as err:
                 raise AirflowFailException(f"{self.file_path}: {err}") from None
 
-    def _wait_until_replaceable(self, project: str) -> str | None:
-        """Wait while the table is being read (it cannot be replaced then); return its completion time.
+    # -- sending the file once ----------------------------------------------------------------
 
-        Returns a second after the table was seen ready: completion times have whole seconds,
-        and a replacement read that finished in the same second as the previous one could not
-        be told from it (see ``TableStatus.from_summary(replaced_after=...)``).
-        """
-        status, summary = _waiting.look(self.hook, project, self.card_id)
-        if status is TableStatus.GONE:
-            raise AirflowFailException(f"cannot replace {self.card_id}: it is not in department {project}")
-        if status is TableStatus.BEING_READ:
-            self.log.info("Table %s is still being read; waiting before replacing its data", self.card_id)
-            summary = self._wait_quietly(project, self.card_id)
-        time.sleep(1.0)
-        return (summary or {}).get("UploadCompletionTime")
+    def _import(self, project: str, store: Any) -> dict:
+        """Send the file once; return the job: the CardID and, for a replacement, the previous completion time."""
+        if not self.replaces:
+            name = os.path.basename(self.file_path)
+            before = self.hook.tables_named_after(project, name)
+            store.set(_PENDING_KEY, {"project_id": project, "file": name, "before": before})
+            return _job(project, self.hook.import_csv(project, self.file_path), None)
+        return self._replace(project, store)
 
-    def _wait_quietly(self, project: str, card_id: str) -> dict | None:
-        """Wait on the worker for a table to finish its current read, whatever the outcome."""
-        from airflow_tables.exceptions import DataTablesUploadFailedError
+    def _replace(self, project: str, store: Any) -> dict:
+        """Replace the table's data once it is not being read (the service refuses it meanwhile)."""
+        from airflow_tables.exceptions import DataTablesBusyError, DataTablesConflictError
+
+        card_id = self.card_id
+        assert card_id is not None  # _check_arguments made sure
+
+        def send(look: Look) -> dict:
+            if look.status is TableStatus.GONE:
+                raise AirflowFailException(f"cannot replace {card_id}: it is not in department {project}")
+            replaced_after = (look.summary or {}).get("UploadCompletionTime")
+            # The replacement rule of hooks.status: a second after the look that saw the last read end.
+            time.sleep(max(0.0, look.seen_at + REPLACEMENT_SPACING - time.monotonic()))
+            store.set(_PENDING_KEY, {"project_id": project, "card_id": card_id, "replaced_after": replaced_after})
+            return _job(project, self.hook.import_csv(project, self.file_path, card_id=card_id), replaced_after)
 
         try:
-            return self.hook.wait_for_processed(
-                project, card_id, poll_interval=self.poll_interval, timeout=self.timeout
+            return self.hook.send_when_idle(
+                project,
+                card_id,
+                send,
+                attempts=self.conflict_retries,
+                poll_interval=self.poll_interval,
+                timeout=self.timeout,
             )
-        except DataTablesUploadFailedError:
-            return _waiting.look(self.hook, project, card_id)[1]  # the old file failed; replacing is fine
-
-    def _import(self, project: str, store: Any) -> tuple[str, str | None]:
-        """Send the file once; return the CardID and, for a replacement, the previous completion time.
-
-        A replacement refused because a read started meanwhile (409) is waited out and sent
-        again, at most ``conflict_retries`` times.
-        """
-        from airflow_tables.exceptions import DataTablesConflictError
-
-        if not self.card_id:
-            name = os.path.basename(self.file_path)
-            before = [c["CardID"] for c in self.hook.list_cards(project) if _named_after(c, name)]
-            store.set(_PENDING_KEY, {"project_id": project, "file": name, "before": before})
-            return self.hook.import_csv(project, self.file_path), None
-        for attempt in range(self.conflict_retries + 1):
-            replaced_after = self._wait_until_replaceable(project)
-            store.set(_PENDING_KEY, {"project_id": project, "card_id": self.card_id, "replaced_after": replaced_after})
-            try:
-                return self.hook.import_csv(project, self.file_path, card_id=self.card_id), replaced_after
-            except DataTablesConflictError as err:
-                if attempt == self.conflict_retries:
-                    raise AirflowException(f"{self.card_id} stayed busy: {err.msg}") from err
-                self.log.info("Replacement refused (%s); waiting for the table, then sending again", err.msg)
-        raise AssertionError("unreachable")
+        except DataTablesBusyError as err:
+            raise AirflowException(f"{card_id} stayed busy: {err.msg}") from None
+        except DataTablesConflictError as err:
+            raise AirflowFailException(f"the service refused to replace {card_id}: {err.msg}") from None
 
     def _adopt_lost_import(self, pending: dict | None, project: str) -> dict | None:
         """The job of an earlier try whose import answer was lost but which the service received."""
@@ -279,19 +273,15 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
             return None
         if pending.get("card_id"):  # a replacement: did the table start or finish a new read?
             after = pending.get("replaced_after")
-            status, summary = _waiting.look(self.hook, project, pending["card_id"])
-            changed = status is TableStatus.BEING_READ or (summary or {}).get("UploadCompletionTime") != after
-            if status is TableStatus.GONE or not changed:
+            look = self.hook.look(project, pending["card_id"])
+            changed = look.status is TableStatus.BEING_READ or (look.summary or {}).get("UploadCompletionTime") != after
+            if look.status is TableStatus.GONE or not changed:
                 return None
             self.log.info(
                 "An earlier try's replacement of %s reached the service; not sending it again", pending["card_id"]
             )
-            return {"project_id": project, "card_id": pending["card_id"], "replaced_after": after}
-        new = [
-            c["CardID"]
-            for c in self.hook.list_cards(project)
-            if _named_after(c, pending["file"]) and c["CardID"] not in pending["before"]
-        ]
+            return _job(project, pending["card_id"], after)
+        new = self.hook.find_lost_import(project, pending["file"], pending["before"])
         if len(new) > 1:
             raise AirflowFailException(
                 f"an earlier try's import of {pending['file']} lost its answer, and {len(new)} new tables named after "
@@ -302,15 +292,17 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
         self.log.info(
             "An earlier try's import of %s reached the service as %s; not importing again", pending["file"], new[0]
         )
-        return {"project_id": project, "card_id": new[0], "replaced_after": None}
+        return _job(project, new[0], None)
+
+    # -- what the task leaves behind ----------------------------------------------------------
 
     def _publish(self, context: Context, job: dict) -> None:
         """Push the CardID and the table's URL (the "Open table" button) before any wait."""
         ti = context["ti"]
         ti.xcom_push(key="card_id", value=job["card_id"])
+        # Pushed even when empty: a link with no XCom at all logs an error when the task ends.
         url = table_url(self.hook.settings.app_url, job["project_id"], job["card_id"])
-        if url:
-            ti.xcom_push(key=DataTablesTableLink().xcom_key, value=url)
+        ti.xcom_push(key=DataTablesTableLink().xcom_key, value=url or "")
 
     def _record_asset_event(self, context: Context, card_id: str) -> None:
         """Record an event on the table's asset (through the alias), with flat extras to filter on."""
@@ -323,7 +315,7 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
             "card_name": summary.get("CardName"),
             "rows": summary.get("Rows"),
             "completion_time": summary.get("UploadCompletionTime"),
-            "replaced": bool(self.card_id),
+            "replaced": self.replaces,
         }
         context["outlet_events"][TABLES_ALIAS].add(asset_of(ref), extra=extra)
 
@@ -340,16 +332,17 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         """The uploaded file as input and the table as output (called by the OpenLineage provider only).
 
-        The table is named ``<ProjectID>/<CardID>`` in the namespace ``datatables://<service host>``.
+        Named as :mod:`airflow_tables.assets` names tables: ``<ProjectID>/<CardID>`` in the
+        namespace ``datatables://<service>``.
         """
-        from urllib.parse import urlsplit
-
         from airflow.providers.openlineage.extractors import OperatorLineage
         from openlineage.client.event_v2 import Dataset
 
         card_id = task_instance.xcom_pull(task_ids=task_instance.task_id, key="card_id")
-        host = urlsplit(self.hook.settings.base_url).netloc
-        outputs = [Dataset(namespace=f"datatables://{host}", name=f"{self.department}/{card_id}")] if card_id else []
+        outputs = []
+        if card_id:
+            ref = table_ref(self.department, card_id, service=self.hook.settings.base_url)
+            outputs.append(Dataset(namespace=ref.namespace, name=ref.name))
         file = os.path.abspath(self.file_path)
         return OperatorLineage(inputs=[Dataset(namespace="file", name=file)], outputs=outputs)
 
@@ -357,13 +350,16 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
 class DataTablesReplaceOperator(DataTablesImportOperator):
     """Replace an existing table's data with a CSV file; the table keeps its CardID.
 
-    If the table is still being read, the operator waits for it, then replaces (the
-    service refuses a replacement during a read). Takes the same options as
-    :class:`DataTablesImportOperator`; ``card_id`` is required.
+    If the table is still being read, the operator waits for it (on the worker, even when
+    ``deferrable``: the file is sent from the worker right after), then replaces: the service
+    refuses a replacement during a read. A refusal for any other reason (a table fed by a
+    connection) fails the task without sending the file again. Takes the same options as
+    :class:`DataTablesImportOperator`; ``card_id`` is required, and a ``card_id`` that renders
+    empty fails the task before any request.
     """
 
     def __init__(self, *, card_id: str, file_path: str, **kwargs: Any) -> None:
-        if not card_id:
+        if card_id is None or card_id == "":
             raise ValueError("DataTablesReplaceOperator needs the card_id of the table to replace")
         super().__init__(card_id=card_id, file_path=file_path, **kwargs)
 
@@ -372,10 +368,15 @@ class DataTablesDeleteOperator(_DataTablesOperator):
     """Delete a table and its data, permanently.
 
     :param card_id: the table (templated).
-    :param if_processing: ``"wait"`` until a table being read is ready, then delete; or ``"fail"``.
+    :param if_processing: ``"wait"`` until a table being read has been read, then delete;
+        or ``"fail"``. A table being read counts as such whatever its ``LockedFromDelete`` says.
     :param if_locked: ``"fail"`` or ``"skip"`` (mark the task skipped, with the reason) when the
-        table is locked from delete (fed by an active connection).
+        table is read and still locked from delete (fed by an active connection).
     :param missing_ok: succeed when the table does not exist.
+    :param poll_interval: seconds between looks while waiting (> 0).
+    :param timeout: seconds to wait for a read to end (``None``: no deadline).
+    :param conflict_retries: how many times a delete refused because a new read started is
+        waited out and sent again.
     """
 
     template_fields: Sequence[str] = ("project_id", "card_id")
@@ -390,7 +391,7 @@ class DataTablesDeleteOperator(_DataTablesOperator):
         if_locked: str = "fail",
         missing_ok: bool = False,
         poll_interval: float = 10.0,
-        timeout: float = 3600.0,
+        timeout: float | None = 3600.0,
         conflict_retries: int = 3,
         **kwargs: Any,
     ) -> None:
@@ -398,6 +399,7 @@ class DataTablesDeleteOperator(_DataTablesOperator):
             raise ValueError(f"if_processing must be 'wait' or 'fail', not {if_processing!r}")
         if if_locked not in ("fail", "skip"):
             raise ValueError(f"if_locked must be 'fail' or 'skip', not {if_locked!r}")
+        check_wait(poll_interval, timeout)
         super().__init__(project_id=project_id, **kwargs)
         self.card_id = card_id
         self.if_processing = if_processing
@@ -409,49 +411,55 @@ class DataTablesDeleteOperator(_DataTablesOperator):
 
     def execute(self, context: Context) -> None:
         from airflow_tables.exceptions import (
+            DataTablesBusyError,
             DataTablesConflictError,
             DataTablesLockedError,
             DataTablesNotFoundError,
             DataTablesPermissionError,
         )
+        from airflow_tables.hooks._http import card_id_problem
 
+        problem = card_id_problem(self.card_id)
+        if problem is not None:
+            raise AirflowFailException(f"{self.task_id}: {problem}; nothing was sent.")
         project = self.department
-        for attempt in range(self.conflict_retries + 1):
-            status, summary = _waiting.look(self.hook, project, self.card_id)
-            if status is TableStatus.GONE:
+        seen: dict = {}
+
+        def delete(look: Look) -> None:
+            seen.update(look.summary or {})
+            if look.status is TableStatus.GONE:
                 return self._missing(project)
-            if summary.get("LockedFromDelete") is True:
-                return self._locked(summary)
-            if status is TableStatus.BEING_READ:
-                if self.if_processing == "fail":
-                    raise AirflowFailException(f"{self.card_id} is still being read; if_processing='fail'")
-                self.log.info("Table %s is still being read; waiting before deleting it", self.card_id)
-                self._wait(project)
-            try:
-                self.hook.delete_card(project, self.card_id)
-            except DataTablesLockedError as err:
-                return self._locked(summary, err.msg)
-            except DataTablesNotFoundError:
-                return self._missing(project)
-            except DataTablesPermissionError as err:
-                raise AirflowFailException(
-                    f"the API key of {self.datatables_conn_id!r} may not delete tables in department {project}: "
-                    f"deleting needs permission to manage data there ({err.msg})"
-                ) from None
-            except DataTablesConflictError as err:  # a new read started between our look and the delete
-                if attempt == self.conflict_retries:
-                    raise AirflowException(f"{self.card_id} stayed busy: {err.msg}") from err
-                self.log.info("Delete refused (%s); looking again", err.msg)
-                continue
-            self.log.info("Deleted table %s (%s) from department %s", self.card_id, summary.get("CardName"), project)
+            if seen.get("LockedFromDelete") is True:  # read, and still locked: a live connection
+                return self._locked(seen)
+            self.hook.delete_card(project, self.card_id)
+            self.log.info("Deleted table %s (%s) from department %s", self.card_id, seen.get("CardName"), project)
             return None
-        return None
 
-    def _wait(self, project: str) -> None:
-        from airflow_tables.exceptions import DataTablesUploadFailedError
-
-        with contextlib.suppress(DataTablesUploadFailedError):  # read badly, but finished: deletable
-            self.hook.wait_for_processed(project, self.card_id, poll_interval=self.poll_interval, timeout=self.timeout)
+        try:
+            self.hook.send_when_idle(
+                project,
+                self.card_id,
+                delete,
+                attempts=self.conflict_retries,
+                poll_interval=self.poll_interval,
+                timeout=self.timeout,
+                wait=self.if_processing == "wait",
+            )
+        except DataTablesLockedError as err:
+            self._locked(seen, err.msg)
+        except DataTablesNotFoundError:
+            self._missing(project)
+        except DataTablesPermissionError as err:
+            raise AirflowFailException(
+                f"the API key of {self.datatables_conn_id!r} may not delete tables in department {project}: "
+                f"deleting needs permission to manage data there ({err.msg})"
+            ) from None
+        except DataTablesBusyError as err:
+            if self.if_processing == "fail":
+                raise AirflowFailException(f"{self.card_id} is being read; if_processing='fail' ({err.msg})") from None
+            raise AirflowException(f"{self.card_id} stayed busy: {err.msg}") from None
+        except DataTablesConflictError as err:
+            raise AirflowFailException(f"the service refused to delete {self.card_id}: {err.msg}") from None
 
     def _missing(self, project: str) -> None:
         if self.missing_ok:
@@ -472,21 +480,10 @@ class DataTablesDeleteOperator(_DataTablesOperator):
         raise AirflowFailException(f"{message}. Pause the connection first, or pass if_locked='skip'.")
 
 
-_PENDING_KEY = "datatables_import_sent"
+def _job(project_id: str, card_id: str, replaced_after: str | None) -> dict:
+    """What a retry needs to find the table again (JSON, kept in the task's durable store)."""
+    return {"project_id": project_id, "card_id": card_id, "replaced_after": replaced_after}
 
 
-def _named_after(card: dict, file_name: str) -> bool:
-    """Whether a table's CardName is the file's name (with or without ``.csv``), as the service names uploads."""
-    name = (card.get("CardName") or "").casefold()
-    return name in (file_name.casefold(), os.path.splitext(file_name)[0].casefold())
-
-
-def _status_of(err: Exception) -> TableStatus | None:
-    """The table status a hook error stands for, if any (for one way of failing, not two)."""
-    from airflow_tables.exceptions import DataTablesNotFoundError, DataTablesUploadFailedError
-
-    if isinstance(err, DataTablesUploadFailedError):
-        return TableStatus.FAILED
-    if isinstance(err, DataTablesNotFoundError):
-        return TableStatus.GONE
-    return None
+def _watch(job: dict) -> TableWatch:
+    return TableWatch(job["card_id"], job.get("replaced_after"))

@@ -7,8 +7,9 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf
+from airflow.sdk.exceptions import AirflowFailException
 
-from airflow_tables.hooks.status import TableStatus
+from airflow_tables.hooks.status import TableStatus, TableWatch, check_wait
 from airflow_tables.operators import _waiting
 from airflow_tables.operators._common import DataTablesTaskMixin
 
@@ -41,17 +42,25 @@ class DataTablesProcessedSensor(DataTablesTaskMixin, BaseSensorOperator):
     ) -> None:
         kwargs.setdefault("poke_interval", 30)
         super().__init__(**kwargs)
+        poke = self.poke_interval.total_seconds() if isinstance(self.poke_interval, timedelta) else self.poke_interval
+        check_wait(poke, None, poll_name="poke_interval")
         self.card_id = card_id
         self.project_id = project_id
         self.datatables_conn_id = datatables_conn_id
         self.deferrable = deferrable
 
     def poke(self, context: Context) -> PokeReturnValue:
-        status, summary = _waiting.look(self.hook, self.department, self.card_id)
-        if status is TableStatus.BEING_READ:
+        from airflow_tables.hooks._http import card_id_problem
+
+        problem = card_id_problem(self.card_id)
+        if problem is not None:
+            raise AirflowFailException(f"{self.task_id}: {problem}; nothing was sent.")
+        department = self.department
+        look = self.hook.look(department, self.card_id)
+        if look.status is TableStatus.BEING_READ:
             self.log.info("Table %s is being read", self.card_id)
             return PokeReturnValue(is_done=False)
-        return PokeReturnValue(is_done=True, xcom_value=_waiting.finished(status, summary, self.card_id))
+        return PokeReturnValue(is_done=True, xcom_value=_waiting.finished(look, department))
 
     def execute(self, context: Context) -> Any:
         if not self.deferrable:
@@ -64,7 +73,7 @@ class DataTablesProcessedSensor(DataTablesTaskMixin, BaseSensorOperator):
             trigger=_waiting.trigger(
                 conn_id=self.datatables_conn_id,
                 project_id=self.department,
-                card_id=self.card_id,
+                watch=TableWatch(self.card_id),
                 poll_interval=float(self.poke_interval),
                 timeout=timeout,
             ),

@@ -16,13 +16,19 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from airflow_tables.exceptions import DataTablesError, DataTablesNotFoundError
+from airflow_tables.exceptions import DataTablesError
+from airflow_tables.hooks._http import is_transient
+
+if TYPE_CHECKING:
+    from airflow_tables.hooks.tables import DataTablesHook
 
 log = logging.getLogger(__name__)
 
-#: Errors that no amount of waiting fixes: the key, the permission, the department.
-FATAL_STATUS = frozenset({400, 401, 402, 403, 404})
+#: The shortest interval between two listings of a department, whatever a waiter asks for:
+#: an interval of 0 (or a tiny one) must not make the triggerer spin.
+MIN_INTERVAL = 0.1
 
 
 @dataclass
@@ -32,6 +38,7 @@ class Snapshot:
     version: int
     cards: dict[str, dict] = field(default_factory=dict)
     error: DataTablesError | None = None
+    stale: bool = False  # the listing failed for now: these are the previous listing's cards
 
 
 class DepartmentPoller:
@@ -43,11 +50,11 @@ class DepartmentPoller:
         self.waiters: dict[int, tuple[str, float]] = {}  # id -> (card_id, interval)
         self.snapshot = Snapshot(version=0)
         self.changed = asyncio.Condition()
-        self.requests = 0
+        self.looks = 0  # department looks made (a listing, and a fetch for each wanted table it lacks)
         self._task: asyncio.Task | None = None
 
     def add(self, key: int, card_id: str, interval: float) -> None:
-        self.waiters[key] = (card_id, interval)
+        self.waiters[key] = (card_id, max(float(interval), MIN_INTERVAL))
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._poll_forever())
 
@@ -77,27 +84,17 @@ class DepartmentPoller:
                     self.changed.notify_all()
                 await asyncio.sleep(min(interval for _, interval in self.waiters.values()) if self.waiters else 0)
 
-    async def _poll_once(self, hook) -> Snapshot:
+    async def _poll_once(self, hook: DataTablesHook) -> Snapshot:
         version = self.snapshot.version + 1
+        wanted = {card for card, _ in self.waiters.values()}
         try:
-            self.requests += 1
-            cards = {card["CardID"]: card for card in await hook.a_list_cards(self.project_id)}
+            self.looks += 1
+            cards = await hook.a_find_cards(self.project_id, wanted)
         except DataTablesError as err:
-            if err.status_code in FATAL_STATUS:
+            if not is_transient(err):  # a refused key, a missing department: no wait fixes it
                 return Snapshot(version, error=err)
-            log.warning("listing department %s failed, trying again next interval: %s", self.project_id, err)
-            return Snapshot(version, cards=dict(self.snapshot.cards))
-        # A table missing from the list may only lag behind it: ask for it before calling it gone.
-        for card_id in {card for card, _ in self.waiters.values()} - cards.keys():
-            try:
-                self.requests += 1
-                cards[card_id] = await hook.a_get_card(self.project_id, card_id)
-            except DataTablesNotFoundError:
-                continue
-            except DataTablesError as err:
-                log.warning("fetching %s failed, trying again next interval: %s", card_id, err)
-                if card_id in self.snapshot.cards:
-                    cards[card_id] = self.snapshot.cards[card_id]
+            log.warning("looking at department %s failed, trying again next interval: %s", self.project_id, err)
+            return Snapshot(version, cards=dict(self.snapshot.cards), stale=True)
         return Snapshot(version, cards=cards)
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from airflow_tables.hooks.status import TableStatus
+from airflow_tables.hooks.status import TableWatch
 from airflow_tables.triggers._department_poller import watch
 
 #: Event statuses besides the table statuses ("ready", "failed", "gone").
@@ -79,6 +79,7 @@ class DataTablesProcessedTrigger(BaseTrigger):
         )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
+        table = TableWatch(self.card_id, self.replaced_after)
         async with watch(self.datatables_conn_id, self.project_id, self.card_id, self.poll_interval) as department:
             while True:
                 left = None if self.deadline is None else self.deadline - time.time()
@@ -89,9 +90,12 @@ class DataTablesProcessedTrigger(BaseTrigger):
                 if snapshot.error is not None:
                     yield self._event(ERROR, message=str(snapshot.error))
                     return
-                summary = snapshot.cards.get(self.card_id)
-                status = TableStatus.from_summary(summary, replaced_after=self.replaced_after)
-                if status.is_terminal:
-                    yield self._event(status.value, summary, status.describe(self.card_id))
+                if snapshot.stale:
+                    continue  # the listing failed for now: nothing new about this table
+                look = table.observe(snapshot.cards.get(self.card_id))
+                if look.status.is_terminal:
+                    message = look.status.describe(self.card_id, self.project_id)
+                    yield self._event(look.status.value, look.summary, message)
                     return
-                self.log.info("table %s is being read; next look in %g s", self.card_id, self.poll_interval)
+                table = look.watch  # a replacement seen being read: its next "processed" is the new file's
+                self.log.info("%s; next look in %g s", look.message, self.poll_interval)
