@@ -1,6 +1,6 @@
 """Every day, replace one table's data with that day's file; the table keeps its CardID.
 
-The table is published as an Asset (``datatables://<ProjectID>/<CardID>``), so DAGs
+The table is published as an Asset (``datatables://<service>/<ProjectID>/<CardID>``), so DAGs
 scheduled on it (see example_datatables_on_refresh) run after each refresh. The ids
 come from the environment here; in your DAG they are the ids on the service's API page.
 """
@@ -45,7 +45,7 @@ with DAG(
         return path
 
     # Waits if the table is still being read, replaces it, waits until the new file is read.
-    # Its outlets hold the table's Asset (added because project_id and card_id are literal).
+    # Each refresh records an event on the table's Asset (through the datatables-tables alias).
     replace = DataTablesReplaceOperator(
         task_id="replace_daily_orders",
         project_id=PROJECT_ID,

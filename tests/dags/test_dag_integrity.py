@@ -46,9 +46,9 @@ def test_dag_imports_fast_and_light(path):
     probe = json.loads(out.stdout.strip().splitlines()[-1])
     assert probe["dags"] == [path.stem]
     assert probe["heavy"] == [], f"imported at parse time: {probe['heavy']}"
-    # Airflow itself takes most of the 2 s budget (about 1.15 s here); our part must stay small.
+    # Our part of the parse must stay small; the whole parse time (< 2 s, most of it Airflow's own
+    # import) is a speed claim, measured against Airflow alone in benchmarks/parse.py, not here.
     assert probe["ours"] < 0.5, probe
-    assert probe["total"] < 2.0, probe
 
 
 def test_dags_have_doc_markers():

@@ -59,8 +59,12 @@ def endpoint(handler: Callable[[Request], Awaitable[dict]]) -> Callable[[Request
     return respond
 
 
-def summary(card: Card) -> dict:
-    """A table summary (seed 2.1); connector fields are null for an uploaded table."""
+def summary(card: Card, *, lock_while_reading: bool = False) -> dict:
+    """A table summary (seed 2.1); connector fields are null for an uploaded table.
+
+    ``lock_while_reading`` (a test setting) shows a table being read as locked too: the seed
+    defines ``LockedFromDelete`` as "cannot be deleted right now", which a read also causes.
+    """
     return {
         "CardID": card.card_id,
         "CardName": card.name,
@@ -71,13 +75,17 @@ def summary(card: Card) -> dict:
         "ConnectorSource": card.connector_source,
         "ConnectorStatus": card.connector_status,
         "UploadCompletionTime": card.completed_at,
-        "LockedFromDelete": card.locked_from_delete,
+        "LockedFromDelete": card.locked_from_delete or (lock_while_reading and not card.processed),
     }
 
 
-def detail(card: Card) -> dict:
+def detail(card: Card, *, lock_while_reading: bool = False) -> dict:
     """A table detail (seed 2.2): the summary, the description and the columns."""
-    return {**summary(card), "Description": card.description, "Columns": card.columns}
+    return {
+        **summary(card, lock_while_reading=lock_while_reading),
+        "Description": card.description,
+        "Columns": card.columns,
+    }
 
 
 class Api:
@@ -126,12 +134,15 @@ class Api:
     async def list_cards(self, request: Request) -> dict:
         project_id = request.path_params["project_id"]
         self.authorize(self.caller(request), project_id, "listing tables", manage=False)
-        return {"Cards": [summary(c) for c in self.store.list_cards(project_id)]}
+        lock = self.reader.settings.lock_while_reading
+        return {"Cards": [summary(c, lock_while_reading=lock) for c in self.store.list_cards(project_id)]}
 
     async def get_card(self, request: Request) -> dict:
         project_id, card_id = request.path_params["project_id"], request.path_params["card_id"]
         self.authorize(self.caller(request), project_id, "fetching a table", manage=False)
-        return detail(self.store.get_card(project_id, card_id))
+        return detail(
+            self.store.get_card(project_id, card_id), lock_while_reading=self.reader.settings.lock_while_reading
+        )
 
     async def delete_card(self, request: Request) -> dict:
         project_id, card_id = request.path_params["project_id"], request.path_params["card_id"]
@@ -169,6 +180,8 @@ class Api:
             raise
         self.imports_accepted += 1
         self.reader.start(card, scan)
+        if form.fields.get("CardID") and not self.reader.settings.replacement_card_id:
+            return {"Success": True}  # a test setting: the seed only implies that a replacement repeats it
         return {"Success": True, "CardID": card.card_id}
 
     @staticmethod

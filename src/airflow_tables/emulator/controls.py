@@ -1,7 +1,8 @@
 """``/_emulator/...``: switches for tests, mounted only with ``--test-controls`` and needing no key.
 
 * ``PUT /_emulator/faults`` ``{"rules": [...], "seed": 123}`` / ``DELETE /_emulator/faults``
-* ``PUT /_emulator/settings`` ``{"processing_delay": s, "fail_readings": n}`` / ``DELETE`` (back to start-up values)
+* ``PUT /_emulator/settings`` ``{"processing_delay": s, "fail_readings": n, "lock_while_reading": b,
+  "replacement_card_id": b}`` / ``DELETE`` (back to start-up values)
 * ``GET /_emulator/stats`` / ``POST /_emulator/stats/reset``
 * ``PUT /_emulator/connectors/{card_id}`` ``{"status": "active" | "paused"}``
 
@@ -75,14 +76,23 @@ class Controls:
 
     async def set_settings(self, request: Request) -> dict:
         data = await _json_body(request)
-        if extra := sorted(set(data) - {"processing_delay", "fail_readings"}):
-            raise ApiError(400, f"unknown setting(s) {', '.join(extra)}; settings: processing_delay, fail_readings")
+        known = ("processing_delay", "fail_readings", "lock_while_reading", "replacement_card_id")
+        if extra := sorted(set(data) - set(known)):
+            raise ApiError(400, f"unknown setting(s) {', '.join(extra)}; settings: {', '.join(known)}")
+        for name in known[2:]:
+            if data.get(name) is not None and not isinstance(data[name], bool):
+                raise ApiError(400, f"{name} must be true or false, not {data[name]!r}")
         delay, fails = data.get("processing_delay"), data.get("fail_readings")
         if delay is not None and (isinstance(delay, bool) or not isinstance(delay, (int, float)) or delay < 0):
             raise ApiError(400, f"processing_delay must be a number of seconds, 0 or more, not {delay!r}")
         if fails is not None and (isinstance(fails, bool) or not isinstance(fails, int) or fails < 0):
             raise ApiError(400, f"fail_readings must be a whole number, 0 or more, not {fails!r}")
-        self.settings.update(processing_delay=delay, fail_readings=fails)
+        self.settings.update(
+            processing_delay=delay,
+            fail_readings=fails,
+            lock_while_reading=data.get("lock_while_reading"),
+            replacement_card_id=data.get("replacement_card_id"),
+        )
         return self.settings.as_dict()
 
     async def reset_settings(self, request: Request) -> dict:

@@ -41,21 +41,42 @@ class Settings:
         self._initial_delay = processing_delay
         self.processing_delay = processing_delay
         self.fail_readings = 0
+        # Seed edges the document leaves open, shown on demand:
+        self.lock_while_reading = False  # a table being read also reports LockedFromDelete true
+        self.replacement_card_id = True  # a replacement's answer repeats the CardID (only implied)
 
     def as_dict(self) -> dict:
-        return {"processing_delay": self.processing_delay, "fail_readings": self.fail_readings}
+        return {
+            "processing_delay": self.processing_delay,
+            "fail_readings": self.fail_readings,
+            "lock_while_reading": self.lock_while_reading,
+            "replacement_card_id": self.replacement_card_id,
+        }
 
-    def update(self, *, processing_delay: float | None = None, fail_readings: int | None = None) -> None:
+    def update(
+        self,
+        *,
+        processing_delay: float | None = None,
+        fail_readings: int | None = None,
+        lock_while_reading: bool | None = None,
+        replacement_card_id: bool | None = None,
+    ) -> None:
         with self._changed:
             if processing_delay is not None:
                 self.processing_delay = processing_delay
             if fail_readings is not None:
                 self.fail_readings = fail_readings
+            if lock_while_reading is not None:
+                self.lock_while_reading = lock_while_reading
+            if replacement_card_id is not None:
+                self.replacement_card_id = replacement_card_id
             self._changed.notify_all()
 
     def reset(self) -> None:
         """Back to how the server was started."""
-        self.update(processing_delay=self._initial_delay, fail_readings=0)
+        self.update(
+            processing_delay=self._initial_delay, fail_readings=0, lock_while_reading=False, replacement_card_id=True
+        )
 
     def take_failure(self) -> bool:
         with self._changed:

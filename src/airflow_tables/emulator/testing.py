@@ -253,6 +253,10 @@ class EmulatorProcess:
         """Make the next ``count`` readings end with ``SuccessfulUpload`` false."""
         self._control("PUT", "/_emulator/settings", {"fail_readings": count})
 
+    def set_settings(self, **settings: object) -> None:
+        """Set reading settings by name (``lock_while_reading=True``, ``replacement_card_id=False``, ...)."""
+        self._control("PUT", "/_emulator/settings", dict(settings))
+
     def reset_settings(self) -> None:
         """Processing delay and failing readings back to how the process was started."""
         self._control("DELETE", "/_emulator/settings")

@@ -109,3 +109,20 @@ with _dag("dt_fault_suite") as fault_suite:
         retries=6,
         retry_delay=timedelta(0),
     ).expand(file_path=files())
+
+# Arguments that render wrong (issue 18): a card_id or project_id from params, retries on.
+with _dag("dt_import_card"):
+    DataTablesImportOperator(
+        task_id="import", file_path="{{ params.file_path }}", card_id="{{ params.card_id }}", **RETRY
+    )
+with _dag("dt_import_project") as _project_dag:
+    _project_dag.params["project_id"] = ""
+    DataTablesImportOperator(
+        task_id="import", file_path="{{ params.file_path }}", project_id="{{ params.project_id }}", **RETRY
+    )
+with _dag("dt_replace_once"):
+    DataTablesReplaceOperator(
+        task_id="replace", card_id="{{ params.card_id }}", file_path="{{ params.file_path }}", timeout=60, **RETRY
+    )
+with _dag("dt_sensor_retry"):
+    DataTablesProcessedSensor(task_id="wait", card_id="{{ params.card_id }}", poke_interval=0.2, timeout=5, retries=1)
