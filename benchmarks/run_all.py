@@ -39,6 +39,7 @@ def suites(quick: bool) -> list[list[str]]:
         ["wait.py"],
         ["emulator_read.py", "--sizes", *sizes, "--repeat", repeat],
         ["parse.py", "--repeat", "3" if quick else "7"],
+        ["fingerprint.py", "--sizes", "64" if quick else "512", "--repeat", repeat],
     ]
 
 

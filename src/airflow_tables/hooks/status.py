@@ -129,6 +129,46 @@ class TableWatch:
         return Look(seen, copy, replace(self, replaced_after=None))
 
 
+@dataclass(frozen=True)
+class RefreshWatch:
+    """Whether a table finished a new successful read since the last look (JSON-able, I/O-free).
+
+    The first well-formed look sets the baseline; after it, a refresh is a successful read
+    (``Processed`` and ``SuccessfulUpload`` true) with a later ``UploadCompletionTime``, or
+    ``Processed`` seen turning from false to true with ``SuccessfulUpload`` true (a read
+    that ended within the same second as the previous one). A failed read moves the
+    baseline on without a refresh. A summary that is missing (the table is gone, or the
+    listing failed) or malformed (``Processed`` not a JSON boolean, no completion time)
+    changes nothing and never counts as a refresh.
+
+    :param baseline: the completion time of the last read seen to end, ``None`` before the first look.
+    :param reading: the last well-formed look saw ``Processed`` false.
+    """
+
+    card_id: str
+    baseline: str | None = None
+    reading: bool = False
+
+    def observe(self, summary: Mapping[str, Any] | None) -> tuple[RefreshWatch, bool]:
+        """The watch to carry on, and whether this look shows a refresh."""
+        if not isinstance(summary, Mapping):
+            return self, False
+        processed = summary.get("Processed")
+        if processed is False:
+            return replace(self, reading=True), False
+        completed = summary.get("UploadCompletionTime")
+        if processed is not True or not isinstance(completed, str) or not completed:
+            return self, False
+        ended = replace(self, baseline=completed, reading=False)
+        if self.baseline is None and not self.reading:
+            return ended, False  # the first look: where watching starts
+        succeeded = summary.get("SuccessfulUpload") is True
+        new = self.reading or self.baseline is None or _later(completed, self.baseline)
+        if not new:
+            return self, False
+        return ended, succeeded
+
+
 def _later(value: object, than: str) -> bool:
     """Whether completion time ``value`` is after ``than`` (ISO 8601; compared as text if unparsable)."""
     if not isinstance(value, str):

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import requests
 from airflow.sdk import BaseHook
 
+from airflow_tables import metrics
 from airflow_tables.exceptions import (
     DataTablesAuthenticationError,
     DataTablesBusyError,
@@ -394,6 +395,9 @@ class DataTablesHook(BaseHook):
         if not isinstance(new_id, str) or not CARD_ID.match(new_id):
             raise self._uncertain(DataTablesError(200, f"answer without a CardID: {sorted(result)}"), name, fields)
         self.log.info("Imported %s as %s in %.1f s", name, new_id, time.monotonic() - started)
+        metrics.incr("imports", project_id=project)
+        metrics.incr("credits_spent", project_id=project)
+        metrics.incr("bytes_uploaded", body.size, project_id=project)
         return new_id
 
     @staticmethod

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import AssetAlias, BaseOperator, conf
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
 
-from airflow_tables.assets import ALIAS_NAME, asset_of, table_ref
+from airflow_tables.assets import ALIAS_NAME, TableRef, asset_of, table_ref
 from airflow_tables.hooks.status import REPLACEMENT_SPACING, TableStatus, TableWatch, check_wait
 from airflow_tables.links import DataTablesTableLink, table_url
 from airflow_tables.operators import _waiting
@@ -74,6 +74,11 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
         waits on the same table); ``None`` waits without a deadline.
     :param conflict_retries: how many times a replacement refused because the table is
         being read again is waited out and sent again.
+    :param skip_if_unchanged: for a replacement (a ``card_id``): send nothing, spend no
+        credit, record no asset event, when the file's bytes are those this provider last
+        uploaded to the table and the table has not been refreshed since (its
+        ``UploadCompletionTime`` is the one seen after that upload). The record is the
+        table's last asset event, so it is shared by every DAG that feeds the table.
     """
 
     template_fields: Sequence[str] = ("project_id", "file_path", "card_id")
@@ -94,10 +99,13 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
         poll_interval: float = 30.0,
         timeout: float | None = 6 * 3600.0,
         conflict_retries: int = 3,
+        skip_if_unchanged: bool = False,
         datatables_conn_id: str = "datatables_default",
         **kwargs: Any,
     ) -> None:
         check_wait(poll_interval, timeout)
+        if skip_if_unchanged and card_id is None:
+            raise ValueError("skip_if_unchanged needs a card_id: a new table has no earlier upload to compare with")
         # The table's asset is known only at run time (a new table's CardID, a templated id, the
         # connection's service): its event goes through this alias (see _record_asset_event).
         kwargs["outlets"] = [*(kwargs.get("outlets") or []), TABLES_ALIAS]
@@ -112,14 +120,16 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
         self.poll_interval = poll_interval
         self.timeout = timeout
         self.conflict_retries = conflict_retries
+        self.skip_if_unchanged = skip_if_unchanged
         self._ready_summary: dict | None = None
+        self._job: dict | None = None  # the job this try works on (for the asset event)
 
     # -- the steps ----------------------------------------------------------------------------
 
     def execute(self, context: Context) -> str:
         self._check_arguments()
         card_id = self.execute_resumable(context)
-        self._record_asset_event(context, card_id)
+        self._record_asset_event(context, self._job or _job(self.department, card_id, None))
         return card_id
 
     def submit_job(self, context: Context) -> dict:
@@ -129,10 +139,15 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
         If the import's answer is lost (``DataTablesImportUncertainError``), the next try reads
         that note and adopts the table the service did create instead of paying again.
         """
-        self._check_file()
+        fingerprint = self._check_file()
         project = self.department
         store = durable_store(context)
-        job = self._adopt_lost_import(store.get(_PENDING_KEY), project) or self._import(project, store)
+        job = self._adopt_lost_import(store.get(_PENDING_KEY), project)
+        if job is None and fingerprint is not None:
+            job = self._unchanged(project, fingerprint)
+        if job is None:
+            job = self._import(project, store)
+        job["fingerprint"] = fingerprint
         self._publish(context, job)
         return job
 
@@ -155,7 +170,7 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
         """
         self._publish(context, external_id)
         project, card_id = external_id["project_id"], external_id["card_id"]
-        if not self.wait_for_completion:
+        if not self.wait_for_completion or external_id.get("skipped"):
             return card_id
         look = self.hook.look(project, _watch(external_id))  # a finished table never defers
         if not look.status.is_terminal and self.deferrable:
@@ -183,7 +198,10 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
         """Resume after the trigger: the CardID when the table was read well, else fail closed."""
         summary = _waiting.resolve_event(event)
         self._log_ready(summary)
-        self._record_asset_event(context, event["card_id"])
+        job = durable_store(context).get(self.external_id_key)  # kept by the try that deferred
+        if not isinstance(job, dict) or job.get("card_id") != event["card_id"]:
+            job = _job(self.department, event["card_id"], None)
+        self._record_asset_event(context, job)
         return event["card_id"]
 
     # -- checks before any request ------------------------------------------------------------
@@ -204,8 +222,20 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
             raise AirflowFailException(f"{self.task_id}: {problem}; nothing was sent.")
         self.department  # noqa: B018 - an empty project_id fails here, before any request
 
-    def _check_file(self) -> None:
-        """Validate (and check expectations) before any request; failures are final, not retried."""
+    def _check_file(self) -> str | None:
+        """Validate (and check expectations) before any request; failures are final, not retried.
+
+        With ``skip_if_unchanged``, the file's fingerprint is computed alongside the validation
+        scan and returned.
+        """
+        if not self.skip_if_unchanged:
+            self._validate()
+            return None
+        from airflow_tables.fingerprint import while_validating
+
+        return while_validating(self._validate, self.file_path)[1]
+
+    def _validate(self) -> None:
         if not self.validate and self.expectations is None:
             return
         from airflow_tables.validation import validate_csv
@@ -267,6 +297,43 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
         except DataTablesConflictError as err:
             raise AirflowFailException(f"the service refused to replace {card_id}: {err.msg}") from None
 
+    def _unchanged(self, project: str, fingerprint: str) -> dict | None:
+        """A skipped job when the file is what was last uploaded to the table and nobody refreshed it since."""
+        from airflow_tables.metrics import incr
+
+        card_id = self.card_id
+        assert card_id is not None  # skip_if_unchanged needs a card_id
+        record = last_upload(table_ref(project, card_id, service=self.hook.settings.base_url))
+        if record is None or record.get("fingerprint") != fingerprint:
+            why = "no earlier upload recorded" if record is None else "the file differs from the last upload"
+            self.log.info("Replacing %s: %s", card_id, why)
+            return None
+        look = self.hook.look(project, card_id)
+        completed = (look.summary or {}).get("UploadCompletionTime")
+        if look.status is not TableStatus.READY:
+            self.log.info("Replacing %s although the file is unchanged: %s", card_id, look.message)
+            return None
+        if completed != record.get("completion_time"):
+            self.log.info(
+                "Replacing %s although the file is unchanged: the table was refreshed since (read at %s, "
+                "our last upload's read ended at %s)",
+                card_id,
+                completed,
+                record.get("completion_time"),
+            )
+            return None
+        self.log.info(
+            "Skipped: %s holds this file's data already (same bytes as the upload by %s/%s/%s, read at %s, and "
+            "not refreshed since); nothing was sent, no credit spent",
+            card_id,
+            record.get("dag_id"),
+            record.get("task_id"),
+            record.get("run_id"),
+            completed,
+        )
+        incr("imports_skipped", project_id=project)
+        return {**_job(project, card_id, None), "skipped": True}
+
     def _adopt_lost_import(self, pending: dict | None, project: str) -> dict | None:
         """The job of an earlier try whose import answer was lost but which the service received."""
         if not pending or pending.get("project_id") != project:
@@ -298,14 +365,23 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
 
     def _publish(self, context: Context, job: dict) -> None:
         """Push the CardID and the table's URL (the "Open table" button) before any wait."""
+        self._job = job
         ti = context["ti"]
         ti.xcom_push(key="card_id", value=job["card_id"])
         # Pushed even when empty: a link with no XCom at all logs an error when the task ends.
         url = table_url(self.hook.settings.app_url, job["project_id"], job["card_id"])
         ti.xcom_push(key=DataTablesTableLink().xcom_key, value=url or "")
 
-    def _record_asset_event(self, context: Context, card_id: str) -> None:
-        """Record an event on the table's asset (through the alias), with flat extras to filter on."""
+    def _record_asset_event(self, context: Context, job: dict) -> None:
+        """Record an event on the table's asset (through the alias), with flat extras to filter on.
+
+        Nothing is recorded for a skipped replacement: DAGs scheduled on the asset must not
+        run for data that did not change. The extras are also the table's upload record that
+        ``skip_if_unchanged`` reads (see :func:`last_upload`).
+        """
+        if job.get("skipped"):
+            return
+        card_id = job["card_id"]
         ref = table_ref(self.department, card_id, service=self.hook.settings.base_url)
         summary = self._ready_summary or {}
         extra = {
@@ -316,8 +392,14 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
             "rows": summary.get("Rows"),
             "completion_time": summary.get("UploadCompletionTime"),
             "replaced": self.replaces,
+            "credits": 1,
+            "fingerprint": job.get("fingerprint"),
         }
         context["outlet_events"][TABLES_ALIAS].add(asset_of(ref), extra=extra)
+        if self.wait_for_completion and isinstance(job.get("accepted_at"), (int, float)):
+            from airflow_tables.metrics import timing
+
+            timing("wait_seconds", max(0.0, time.time() - job["accepted_at"]), project_id=ref.project_id)
 
     def _log_ready(self, summary: dict) -> None:
         self._ready_summary = summary
@@ -482,7 +564,40 @@ class DataTablesDeleteOperator(_DataTablesOperator):
 
 def _job(project_id: str, card_id: str, replaced_after: str | None) -> dict:
     """What a retry needs to find the table again (JSON, kept in the task's durable store)."""
-    return {"project_id": project_id, "card_id": card_id, "replaced_after": replaced_after}
+    return {"project_id": project_id, "card_id": card_id, "replaced_after": replaced_after, "accepted_at": time.time()}
+
+
+def last_upload(ref: TableRef) -> dict | None:
+    """The last upload this provider recorded for a table: its newest asset event with a fingerprint.
+
+    Events on the asset that are not ours (an ``AssetWatcher``'s, a manual one) carry no
+    fingerprint and are passed over. ``None`` when there is none (or the events cannot be
+    read here, as in a plain ``execute()`` outside a task runner).
+    """
+    from airflow.sdk.execution_time.context import InletEventsAccessor
+
+    try:
+        asset = asset_of(ref)  # name and URI both: by URI alone, Airflow finds only assets a DAG refers to
+        events = InletEventsAccessor(asset_name=asset.name, asset_uri=asset.uri)
+        events = events.ascending(False).limit(_RECORDS_LOOKED_AT)
+        for event in events:
+            extra = event.extra or {}
+            if extra.get("fingerprint"):
+                return {
+                    **extra,
+                    "dag_id": event.source_dag_id,
+                    "task_id": event.source_task_id,
+                    "run_id": event.source_run_id,
+                }
+    except Exception as err:  # no supervisor to ask: behave as if nothing was recorded (import)
+        import logging
+
+        logging.getLogger(__name__).warning("could not read the upload record of %s: %s", ref.uri, err)
+    return None
+
+
+#: How many of a table's newest asset events are searched for the last upload record.
+_RECORDS_LOOKED_AT = 50
 
 
 def _watch(job: dict) -> TableWatch:

@@ -1,4 +1,9 @@
-"""The one trigger behind every deferred wait: the import and replace operators and the sensor.
+"""Triggers: the one behind every deferred wait, and the one that turns refreshes into asset events.
+
+:class:`DataTablesProcessedTrigger` serves the import and replace operators and the sensor.
+:class:`DataTablesTableRefreshedTrigger` is an event trigger for ``AssetWatcher``: it fires
+each time a table finishes a successful read, whoever refreshed it. Both share the
+department poller: one listing per department per interval, however many of either wait.
 
 It only reads (GET requests); the paid import always happens on the worker, so a
 triggerer restart that re-runs :meth:`run` can never import twice. Its kwargs are
@@ -14,9 +19,9 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from airflow.triggers.base import BaseTrigger, TriggerEvent
+from airflow.triggers.base import BaseEventTrigger, BaseTrigger, TriggerEvent
 
-from airflow_tables.hooks.status import TableWatch
+from airflow_tables.hooks.status import RefreshWatch, TableWatch
 from airflow_tables.triggers._department_poller import watch
 
 #: Event statuses besides the table statuses ("ready", "failed", "gone").
@@ -99,3 +104,70 @@ class DataTablesProcessedTrigger(BaseTrigger):
                     return
                 table = look.watch  # a replacement seen being read: its next "processed" is the new file's
                 self.log.info("%s; next look in %g s", look.message, self.poll_interval)
+
+
+class DataTablesTableRefreshedTrigger(BaseEventTrigger):
+    """Fire an event each time a table finishes a successful read after watching started.
+
+    For ``Asset(..., watchers=[AssetWatcher(name=..., trigger=DataTablesTableRefreshedTrigger(...))])``:
+    whoever refreshed the table (an Airflow task, a person in the application, a connector),
+    a DAG scheduled on that asset runs. What counts as a refresh is decided by
+    :class:`~airflow_tables.hooks.status.RefreshWatch`. The event's payload carries
+    ``card_id``, ``project_id``, ``completion_time``, ``rows`` and the table's ``summary``.
+    Errors of the service (a refused key, a department gone) fire nothing: they are logged
+    and the watch goes on, since an event would start the DAG for nothing.
+
+    :param project_id: the department (ProjectID).
+    :param card_id: the table (CardID).
+    :param datatables_conn_id: the ``datatables`` connection.
+    :param poll_interval: seconds between listings of the department (shared with other waits).
+    """
+
+    def __init__(
+        self,
+        *,
+        project_id: str,
+        card_id: str,
+        datatables_conn_id: str = "datatables_default",
+        poll_interval: float = 60.0,
+    ) -> None:
+        super().__init__()
+        self.project_id = project_id
+        self.card_id = card_id
+        self.datatables_conn_id = datatables_conn_id
+        self.poll_interval = float(poll_interval)
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            f"{type(self).__module__}.{type(self).__qualname__}",
+            {
+                "project_id": self.project_id,
+                "card_id": self.card_id,
+                "datatables_conn_id": self.datatables_conn_id,
+                "poll_interval": self.poll_interval,
+            },
+        )
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        table = RefreshWatch(self.card_id)
+        async with watch(self.datatables_conn_id, self.project_id, self.card_id, self.poll_interval) as department:
+            while True:
+                snapshot = await department.next()
+                if snapshot is None or snapshot.stale:
+                    continue
+                if snapshot.error is not None:
+                    self.log.warning("watching %s: %s; still watching", self.card_id, snapshot.error)
+                    continue
+                summary = snapshot.cards.get(self.card_id)
+                table, refreshed = table.observe(summary)
+                if refreshed and summary is not None:
+                    self.log.info("table %s was refreshed (read at %s)", self.card_id, table.baseline)
+                    yield TriggerEvent(
+                        {
+                            "card_id": self.card_id,
+                            "project_id": self.project_id,
+                            "completion_time": table.baseline,
+                            "rows": summary.get("Rows"),
+                            "summary": summary,
+                        }
+                    )

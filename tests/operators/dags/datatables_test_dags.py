@@ -126,3 +126,14 @@ with _dag("dt_replace_once"):
     )
 with _dag("dt_sensor_retry"):
     DataTablesProcessedSensor(task_id="wait", card_id="{{ params.card_id }}", poke_interval=0.2, timeout=5, retries=1)
+
+# skip_if_unchanged (issue 14): two DAGs feeding one table share its upload record.
+for suffix in ("", "_other"):
+    with _dag(f"dt_replace_skip{suffix}"):
+        DataTablesReplaceOperator(
+            task_id="replace",
+            card_id="{{ params.card_id }}",
+            file_path="{{ params.file_path }}",
+            skip_if_unchanged=True,
+            **RETRY,
+        )

@@ -1,0 +1,62 @@
+"""Credit accounting you can watch: the provider's metrics, through Airflow's ``Stats``.
+
+Names (all prefixed with Airflow's ``[metrics] statsd_prefix``), each tagged with the
+department (``project_id``):
+
+| metric | kind | what |
+|---|---|---|
+| ``datatables.imports`` | counter | imports and replacements the service accepted |
+| ``datatables.credits_spent`` | counter | credits those imports cost (one each) |
+| ``datatables.imports_skipped`` | counter | replacements not sent because the file was unchanged |
+| ``datatables.bytes_uploaded`` | counter | bytes of CSV sent in accepted imports |
+| ``datatables.wait_seconds`` | timer | from an accepted import to its table's end of reading |
+
+Metrics never fail a task: where Airflow's ``Stats`` is not to be had, nothing is sent.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+PREFIX = "datatables"
+
+
+def _stats() -> Any:
+    try:
+        from airflow.sdk.observability.stats import Stats  # Airflow 3.2+
+    except ImportError:
+        try:
+            from airflow.stats import Stats  # Airflow 3.1
+        except ImportError:
+            return None
+    return Stats
+
+
+def incr(name: str, count: int = 1, *, project_id: str | None = None) -> None:
+    """Add ``count`` to counter ``datatables.<name>``."""
+    stats = _stats()
+    if stats is None:
+        return
+    try:
+        stats.incr(f"{PREFIX}.{name}", count, tags=_tags(project_id))
+    except Exception:  # a metrics backend must never fail an import that succeeded
+        log.debug("could not send metric %s.%s", PREFIX, name, exc_info=True)
+
+
+def timing(name: str, seconds: float, *, project_id: str | None = None) -> None:
+    """Record ``seconds`` in timer ``datatables.<name>``."""
+    stats = _stats()
+    if stats is None:
+        return
+    try:
+        stats.timing(f"{PREFIX}.{name}", timedelta(seconds=seconds), tags=_tags(project_id))
+    except Exception:
+        log.debug("could not send metric %s.%s", PREFIX, name, exc_info=True)
+
+
+def _tags(project_id: str | None) -> dict[str, str]:
+    return {"project_id": project_id} if project_id else {}
