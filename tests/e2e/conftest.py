@@ -146,11 +146,33 @@ def datatables_connection(emulator) -> dict:
 
 
 @pytest.fixture(scope="session")
-def airflow_stack(postgres, datatables_emulator, e2e_marker):
+def watched_table(datatables_emulator) -> str | None:
+    """A table made before the stack starts, whose CardID ``example_datatables_watch_refresh`` watches."""
+    if datatables_emulator is None:
+        return None
+    import requests
+
+    resp = requests.post(
+        f"{datatables_emulator.base_url}/v1.0/data/import",
+        headers={"X-API-Key": datatables_emulator.api_key},
+        data={"ProjectID": datatables_emulator.project_id},
+        files={"File": ("watched.csv", b"id,region\n1,North\n", "text/csv")},
+        timeout=30,
+    )
+    resp.raise_for_status()
+    return resp.json()["CardID"]
+
+
+@pytest.fixture(scope="session")
+def airflow_stack(postgres, datatables_emulator, watched_table, e2e_marker):
     global _stack
     extra_env = {}
     if datatables_emulator is not None:
         extra_env["AIRFLOW_CONN_DATATABLES_DEFAULT"] = json.dumps(datatables_connection(datatables_emulator))
+        extra_env["DATATABLES_PROJECT_ID"] = datatables_emulator.project_id
+        extra_env["DATATABLES_SERVICE"] = datatables_emulator.base_url
+        extra_env["DATATABLES_WATCHED_CARD_ID"] = watched_table
+        extra_env["DATATABLES_POLL_INTERVAL"] = "1"
     stack = AirflowStack(
         postgres,
         REPO / "dags",

@@ -60,16 +60,8 @@ class DataTablesProcessedTrigger(BaseTrigger):
         self.replaced_after = replaced_after
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
-        return (
-            f"{type(self).__module__}.{type(self).__qualname__}",
-            {
-                "project_id": self.project_id,
-                "card_id": self.card_id,
-                "datatables_conn_id": self.datatables_conn_id,
-                "poll_interval": self.poll_interval,
-                "deadline": self.deadline,
-                "replaced_after": self.replaced_after,
-            },
+        return _serialized(
+            self, "project_id", "card_id", "datatables_conn_id", "poll_interval", "deadline", "replaced_after"
         )
 
     def _event(self, status: str, summary: dict | None = None, message: str = "") -> TriggerEvent:
@@ -138,15 +130,7 @@ class DataTablesTableRefreshedTrigger(BaseEventTrigger):
         self.poll_interval = float(poll_interval)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
-        return (
-            f"{type(self).__module__}.{type(self).__qualname__}",
-            {
-                "project_id": self.project_id,
-                "card_id": self.card_id,
-                "datatables_conn_id": self.datatables_conn_id,
-                "poll_interval": self.poll_interval,
-            },
-        )
+        return _serialized(self, "project_id", "card_id", "datatables_conn_id", "poll_interval")
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         table = RefreshWatch(self.card_id)
@@ -171,3 +155,8 @@ class DataTablesTableRefreshedTrigger(BaseEventTrigger):
                             "summary": summary,
                         }
                     )
+
+
+def _serialized(trigger: BaseTrigger, *names: str) -> tuple[str, dict[str, Any]]:
+    """A trigger's class path and its kwargs: plain JSON, the constructor's own names."""
+    return f"{type(trigger).__module__}.{type(trigger).__qualname__}", {name: getattr(trigger, name) for name in names}
