@@ -34,11 +34,13 @@ from __future__ import annotations
 
 import codecs
 import csv
+import dataclasses
 import io
 import itertools
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 MAX_COLUMNS = 300
 MAX_BYTES = 512 * 1024**2
@@ -51,6 +53,28 @@ FILE_SUFFIX = ".csv"
 SNIFF_BYTES = 64 * 1024
 
 DELIMITER_NAMES = {",": "comma", ";": "semicolon", "\t": "tab", "|": "pipe"}
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The service's size limits, as one value the validator and the emulator pass around.
+
+    Defaults are the service's own (300 columns, 512 MiB); tests and the emulator's
+    configuration lower them.
+    """
+
+    max_columns: int = MAX_COLUMNS
+    max_bytes: int = MAX_BYTES
+
+    def __post_init__(self) -> None:
+        for name in ("max_columns", "max_bytes"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a whole number of at least 1, not {value!r}")
+
+
+#: The service's limits.
+SERVICE_LIMITS = Limits()
 
 
 @dataclass(frozen=True)
@@ -79,8 +103,21 @@ class Problem:
         where = self.where()
         return f"{where}: {self.message}" if where else self.message
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"code": self.code, "message": self.message, "line": self.line, "record": self.record}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Problem:
+        """The inverse of :meth:`to_dict` (a scan's second half reports through JSON)."""
+        return cls(data["code"], data["message"], data.get("line"), data.get("record"))
+
+    def moved(self, lines: int, records: int) -> Problem:
+        """The same problem, found in a part of the file that starts ``lines`` lines and ``records`` records in."""
+        return dataclasses.replace(
+            self,
+            line=None if self.line is None else self.line + lines,
+            record=None if self.record is None else self.record + records,
+        )
 
 
 @dataclass
@@ -90,18 +127,6 @@ class Encoding:
     name: str  # "utf-8", "utf-8-sig", "utf-16-le", "utf-16-be"
     bom_length: int = 0
     problems: list[Problem] = field(default_factory=list)
-
-
-def check_file_name(path: str | os.PathLike) -> Problem | None:
-    """Return a problem when the name would be refused by the service (it must end in ``.csv``)."""
-    name = os.path.basename(os.fspath(path))
-    if not name.lower().endswith(FILE_SUFFIX):
-        return Problem(
-            "file-name",
-            f"the file name {name!r} does not end in '.csv'; the service refuses any other name. "
-            "Rename the file (or pass a name ending in .csv).",
-        )
-    return None
 
 
 def sniff_encoding(head: bytes) -> Encoding:
@@ -123,26 +148,6 @@ def sniff_encoding(head: bytes) -> Encoding:
     if len(sample) >= 4 and sample[0::2].count(0) > len(sample) // 4 and sample[1::2].count(0) == 0:
         return Encoding("utf-16-be", 0, [_wide_encoding_problem("utf-16-be")])
     return Encoding("utf-8")
-
-
-def _wide_encoding_problem(name: str) -> Problem:
-    return Problem(
-        "encoding",
-        f"the file is encoded as {name.upper()}; the service reads UTF-8. "
-        f"Re-save it as UTF-8 (for example: iconv -f {name.upper()} -t UTF-8 in.csv > out.csv).",
-        line=1,
-    )
-
-
-def non_utf8_problem(line: int, byte: int) -> Problem:
-    """The problem for the first byte sequence that is not UTF-8."""
-    return Problem(
-        "encoding",
-        f"byte 0x{byte:02X} is not valid UTF-8 (the file looks like Latin-1, "
-        "Windows-1252 or another legacy encoding); the service reads UTF-8 and would garble it. "
-        "Re-save the file as UTF-8 (for example: iconv -f CP1252 -t UTF-8 in.csv > out.csv).",
-        line=line,
-    )
 
 
 def normalize_newlines(text: str) -> str:
@@ -270,6 +275,130 @@ def name_columns(headings: list[str]) -> list[str]:
         taken.add(candidate.casefold())
         result.append(candidate)
     return result
+
+
+# -- Every problem a scan can report, worded here and nowhere else ------------------------------
+#
+# Codes are stable (tests, --json and the emulator's 422 rely on them); messages say what is
+# wrong and what to do. Line and record numbers are 1-based and count from the file's start.
+
+
+def check_file_name(path: str | os.PathLike) -> Problem | None:
+    """Return a problem when the name would be refused by the service (it must end in ``.csv``)."""
+    name = os.path.basename(os.fspath(path))
+    if not name.lower().endswith(FILE_SUFFIX):
+        return Problem(
+            "file-name",
+            f"the file name {name!r} does not end in '.csv'; the service refuses any other name. "
+            "Rename the file (or pass a name ending in .csv).",
+        )
+    return None
+
+
+def _wide_encoding_problem(name: str) -> Problem:
+    return Problem(
+        "encoding",
+        f"the file is encoded as {name.upper()}; the service reads UTF-8. "
+        f"Re-save it as UTF-8 (for example: iconv -f {name.upper()} -t UTF-8 in.csv > out.csv).",
+        line=1,
+    )
+
+
+def non_utf8_problem(line: int, byte: int) -> Problem:
+    """The problem for the first byte sequence that is not UTF-8."""
+    return Problem(
+        "encoding",
+        f"byte 0x{byte:02X} is not valid UTF-8 (the file looks like Latin-1, "
+        "Windows-1252 or another legacy encoding); the service reads UTF-8 and would garble it. "
+        "Re-save the file as UTF-8 (for example: iconv -f CP1252 -t UTF-8 in.csv > out.csv).",
+        line=line,
+    )
+
+
+def nul_byte_problem(line: int) -> Problem:
+    return Problem(
+        "nul-byte",
+        "contains a NUL byte (0x00): the file is binary, UTF-16 or damaged. Export it again as a UTF-8 text CSV.",
+        line=line,
+    )
+
+
+def too_large_problem(size: int, limits: Limits) -> Problem:
+    mib = f" ({limits.max_bytes // 1024**2} MiB)" if limits.max_bytes % 1024**2 == 0 else ""
+    return Problem(
+        "too-large",
+        f"the file is {size:,} bytes; the service takes at most {limits.max_bytes:,} bytes{mib}. "
+        "Split it or drop columns.",
+    )
+
+
+def empty_file_problem() -> Problem:
+    return Problem("empty-file", "the file is empty; the service needs at least a header row.", line=1)
+
+
+def header_unterminated_problem(line: int) -> Problem:
+    return Problem(
+        "unterminated-quote",
+        "the header row opens a quote that is never closed. Add the closing double quote.",
+        line=line,
+        record=1,
+    )
+
+
+def unterminated_quote_problem(line: int, record: int) -> Problem:
+    return Problem(
+        "unterminated-quote",
+        "a quoted field starts in this record and is never closed, so everything after it "
+        'is read as one cell. Add the closing double quote (or double any quote that is data: "").',
+        line=line,
+        record=record,
+    )
+
+
+def record_too_long_problem(limit_bytes: int, line: int) -> Problem:
+    return Problem(
+        "record-too-long",
+        f"a record starts here and runs on for more than {limit_bytes // 1024**2} MiB "
+        "without ending; most likely a quote is never closed. Check the quoting from this line on.",
+        line=line,
+    )
+
+
+def too_many_columns_problem(columns: int, limits: Limits, line: int) -> Problem:
+    return Problem(
+        "too-many-columns",
+        f"the header has {columns:,} columns; the service takes at most {limits.max_columns}. "
+        "Drop columns or split the file.",
+        line=line,
+        record=1,
+    )
+
+
+def ragged_rows_problem(total: int, listed: list[tuple[int, int, int]], columns: int) -> Problem:
+    """``total`` records lack the header's ``columns`` fields; ``listed``: the first ones, (record, line, fields)."""
+    shown = "; ".join(
+        f"record {record} (line {line}) has {fields} field{'s' if fields != 1 else ''}"
+        for record, line, fields in listed
+    )
+    more = total - len(listed)
+    tail = f"; and {more:,} more" if more > 0 else ""
+    first_record, first_line, _ = listed[0]
+    return Problem(
+        "ragged-rows",
+        f"{total:,} {'rows do' if total != 1 else 'row does'} not have the header's {columns} "
+        f"fields: {shown}{tail}. Every row needs exactly {columns} fields; quote fields that contain the "
+        "separator or a line break.",
+        line=first_line,
+        record=first_record,
+    )
+
+
+def unreadable_problem(path: str, reason: str) -> Problem:
+    return Problem("unreadable", f"cannot read {path}: {reason}")
+
+
+def no_rows_warning() -> Problem:
+    return Problem("no-rows", "the file has a header but no data rows; the table will be empty.")
 
 
 def heading_warnings(headings: list[str], names: list[str]) -> list[Problem]:

@@ -81,8 +81,9 @@ def validate_csv(
     directory or unreadable is reported the same way, naming the path.
     """
     path = os.fspath(path)
+    limits = csv_rules.Limits(max_columns=max_columns, max_bytes=max_bytes)
     try:
-        scan = scan_file(path, max_columns=max_columns, max_bytes=max_bytes)
+        scan = scan_file(path, limits)
     except OSError as err:
         reason = err.strerror or err.__class__.__name__
         if os.path.isdir(path):
@@ -93,7 +94,7 @@ def validate_csv(
             delimiter=",",
             columns=[],
             rows=0,
-            errors=[Problem("unreadable", f"cannot read {path}: {reason}")],
+            errors=[csv_rules.unreadable_problem(path, reason)],
         )
     return CsvReport(
         path=scan.path,

@@ -120,6 +120,7 @@ def test_a_first_run_without_config_prints_a_ready_to_use_key_and_department(tmp
         (lambda c: c["organisations"]["test-org"].update(credits=-1), "organisations.test-org.credits"),
         (lambda c: c.update(users=[]), "unknown field(s) users"),
         (lambda c: c.update(api_keys=[]), "no api_keys"),
+        (lambda c: c.update(limits={"max_columns": 0}), "limits.max_columns must be a whole number of at least 1"),
     ],
 )
 def test_a_bad_configuration_exits_2_naming_the_field(tmp_path, change, words):

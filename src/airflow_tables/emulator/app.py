@@ -57,7 +57,7 @@ def create_app(config: EmulatorConfig):
     if removed:
         log.info("removed %d file(s) of uploads that never finished", removed)
     settings = Settings(config.processing_delay)
-    reader = Reader(store, settings, max_columns=config.max_columns, max_bytes=config.max_bytes)
+    reader = Reader(store, settings, config.limits)
     api = Api(config, store, reader)
     routes = api.routes()
     faults = None
