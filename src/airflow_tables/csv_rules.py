@@ -12,8 +12,8 @@ chose where it is silent (see ``docs/validation.md``):
 * The file name ends in ``.csv`` (stated).
 * The separator is detected among comma, semicolon, tab and pipe (stated). We
   count separators outside quotes on the first lines and pick the one whose
-  count is the same on the most lines; a file with none of them is one column
-  and reads as comma-separated (chosen).
+  count is the same on the most lines; a file whose heading row none of them
+  splits is one column and reads as comma-separated (chosen).
 * The first record holds the column names (stated). Blank headings get a name
   and repeated headings get a number (stated); the scheme is ours:
   ``column_<position>`` for a blank heading, ``<name>_<n>`` for the n-th
@@ -222,20 +222,25 @@ def _raise_field_limit() -> None:
 def detect_delimiter(sample: str) -> str:
     """Pick the separator of a file from its first lines, quote-aware.
 
-    Reads the sample with each candidate, by the quoting rule of :class:`Records`,
-    and prefers the one whose most common field count (more than one) covers the
-    largest share of the records; ties go to the larger field count, then to comma,
-    semicolon, tab, pipe in that order. A separator inside quoted fields is data and never counts.
-    With none of them, the file is one column and reads as comma-separated.
+    The first record is the heading row, and a separator that does not split it cannot
+    make a second column: when no candidate splits the heading, the file is one column
+    and reads as comma-separated (so ``sentence`` over ``hello; world`` is one column of
+    text, not a ragged semicolon file). Otherwise the sample is read with each candidate,
+    by the quoting rule of :class:`Records`, and the one whose most common field count
+    (more than one) covers the largest share of the records wins; ties go to the larger
+    field count, then to comma, semicolon, tab, pipe in that order. A separator inside
+    quoted fields is data and never counts.
     """
     cut = max(sample.rfind("\n"), sample.rfind("\r"))
     if 0 < cut < len(sample) - 1:
         sample = sample[: cut + 1]  # the sample may end in the middle of a line
     best: tuple[float, int, int] | None = None
     chosen = ","
+    heading_split = False
     for rank, delim in enumerate(DELIMITERS):
         widths: dict[int, int] = {}
-        for _, fields in parse_records(sample, delim):
+        for record, (_, fields) in enumerate(parse_records(sample, delim)):
+            heading_split = heading_split or (record == 0 and len(fields) > 1)
             widths[len(fields)] = widths.get(len(fields), 0) + 1
         wide = {w: n for w, n in widths.items() if w > 1}
         if not wide:
@@ -244,7 +249,7 @@ def detect_delimiter(sample: str) -> str:
         score = (records / sum(widths.values()), width, -rank)
         if best is None or score > best:
             best, chosen = score, delim
-    return chosen
+    return chosen if heading_split else ","
 
 
 def name_columns(headings: list[str]) -> list[str]:

@@ -200,3 +200,26 @@ def test_import_is_light():
     seconds, heavy = out.stdout.splitlines()
     assert heavy == "[]"
     assert float(seconds) < 0.05 * 3  # 50 ms target; generous here, measured in the note
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "sentence\nhello; world\nfoo\n",  # a semicolon in one value does not make a semicolon file
+        "note\nsee | here\nplain\n",
+        'quote\n"a, b"\nc\td\n',
+    ],
+)
+def test_a_heading_no_separator_splits_makes_a_one_column_file(tmp_path, text):
+    report = validate_csv(write(tmp_path, text))
+    assert report.ok, [str(p) for p in report.errors]
+    assert report.delimiter == ","
+    assert report.columns == [text.split("\n", 1)[0]]
+    assert report.rows == 2
+
+
+def test_a_one_column_heading_over_comma_separated_rows_is_still_ragged(tmp_path):
+    """The corpus's frictionless__countries.csv: a title line over a comma-separated table."""
+    report = validate_csv(write(tmp_path, "# clean this data!\nid,name\n1,Ireland\n"))
+    assert [p.code for p in report.errors] == ["ragged-rows"]
+    assert report.columns == ["# clean this data!"]
