@@ -150,6 +150,48 @@ def sniff_encoding(head: bytes) -> Encoding:
     return Encoding("utf-8")
 
 
+#: What files often mistaken for a CSV start with: (first bytes, what the file is, what to do).
+_SPREADSHEET_ADVICE = "open it in the spreadsheet program and save it as 'CSV UTF-8'"
+_OLE = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"  # Office 97-2003 files
+_SIGNATURES: tuple[tuple[bytes, str, str], ...] = (
+    (b"\x1f\x8b", "a gzip file", "decompress it first (gunzip)"),
+    (b"PK\x03\x04", "a zip archive", "extract the CSV from it first (unzip)"),
+    (b"BZh", "a bzip2 file", "decompress it first (bunzip2)"),
+    (b"\xfd7zXZ\x00", "an xz file", "decompress it first (unxz)"),
+    (b"\x28\xb5\x2f\xfd", "a zstd file", "decompress it first (unzstd)"),
+    (b"7z\xbc\xaf\x27\x1c", "a 7-Zip archive", "extract the CSV from it first"),
+    (_OLE, "an Excel 97-2003 workbook (xls) or another Office file", _SPREADSHEET_ADVICE),
+    (b"PAR1", "a Parquet file", "convert it first (pandas.read_parquet(path).to_csv(out, index=False))"),
+    (b"%PDF-", "a PDF document", "export the table from its source as CSV instead"),
+    (b"SQLite format 3\x00", "an SQLite database", "export the table as CSV first (sqlite3 -csv -header)"),
+    (b"\x89PNG", "a PNG image", "export the data as CSV instead"),
+    (b"\xff\xd8\xff", "a JPEG image", "export the data as CSV instead"),
+)
+#: Inside a zip archive, what its member names say it is.
+_ZIP_KINDS = (
+    (b"xl/", "an Excel workbook (xlsx)", _SPREADSHEET_ADVICE),
+    (b"opendocument.spreadsheet", "an OpenDocument spreadsheet (ods)", _SPREADSHEET_ADVICE),
+    (b"word/", "a Word document (docx)", "export the table from it as CSV instead"),
+)
+# Bytes no text file holds: C0 controls other than tab, line feed and carriage return, and DEL.
+_CONTROL = bytes(b for b in range(32) if b not in (9, 10, 13)) + b"\x7f"
+_TEXT_BYTES = bytes(b for b in range(256) if b not in _CONTROL)
+
+
+def binary_signature(head: bytes) -> tuple[str, str] | None:
+    """``(what the file is, what to do)`` when ``head`` (a file's first bytes) is a known binary format.
+
+    A signature only counts when the head also holds bytes no text has (control
+    characters), so a CSV whose first heading happens to be ``PAR1`` or ``BZh`` is still a CSV.
+    """
+    for magic, kind, advice in _SIGNATURES:
+        if head.startswith(magic) and head.translate(None, _TEXT_BYTES):
+            if magic == b"PK\x03\x04":
+                kind, advice = next(((k, a) for name, k, a in _ZIP_KINDS if name in head), (kind, advice))
+            return kind, advice
+    return None
+
+
 def normalize_newlines(text: str) -> str:
     """Map CRLF and lone CR line breaks to LF."""
     if "\r" in text:
@@ -318,6 +360,10 @@ def non_utf8_problem(line: int, byte: int) -> Problem:
         "Re-save the file as UTF-8 (for example: iconv -f CP1252 -t UTF-8 in.csv > out.csv).",
         line=line,
     )
+
+
+def not_a_csv_problem(kind: str, advice: str) -> Problem:
+    return Problem("not-csv", f"this is {kind}, not a CSV: {advice}.", line=1)
 
 
 def nul_byte_problem(line: int) -> Problem:

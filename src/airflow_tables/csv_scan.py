@@ -14,7 +14,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from airflow_tables import csv_rules
+from airflow_tables import csv_fastpath, csv_rules
 from airflow_tables.csv_ranges import (
     MAX_RECORD_BYTES,
     byte_blocks,
@@ -89,6 +89,9 @@ def scan_file(path: str | os.PathLike, limits: csv_rules.Limits = csv_rules.SERV
         scan.errors.append(csv_rules.too_large_problem(size, limits))
     with open(path, "rb") as f:
         head = f.read(csv_rules.SNIFF_BYTES)
+        if (binary := csv_rules.binary_signature(head)) is not None:
+            scan.errors.append(csv_rules.not_a_csv_problem(*binary))
+            return scan
         enc = csv_rules.sniff_encoding(head)
         scan.encoding = enc.name
         if enc.problems:  # say what the file holds all the same, so the fix is obvious
@@ -114,6 +117,7 @@ def scan_file(path: str | os.PathLike, limits: csv_rules.Limits = csv_rules.SERV
     scan.columns = csv_rules.name_columns(scan.headings)
     scan.data_offset = data_offset
     scan.warnings.extend(csv_rules.heading_warnings(scan.headings, scan.columns))
+    scan.errors.extend(_heading_byte_problems(header, header_line))
     if records.unterminated_line is not None:
         scan.errors.append(csv_rules.header_unterminated_problem(header_line))
         return scan
@@ -124,13 +128,24 @@ def scan_file(path: str | os.PathLike, limits: csv_rules.Limits = csv_rules.SERV
     scan.rows = data.records
     line_base = header_line + line_breaks(header)
     scan.data_line = line_base
-    scan.errors.extend(p.moved(lines=line_base - 1, records=1) for p in data.problems)
+    found = {p.code for p in scan.errors}  # only the first bad byte of a kind is reported, so the heading's wins
+    scan.errors.extend(p.moved(lines=line_base - 1, records=1) for p in data.problems if p.code not in found)
     if data.ragged_total:
         listed = [(record + 1, line + line_base - 1, fields) for record, line, fields in data.ragged]
         scan.errors.append(csv_rules.ragged_rows_problem(data.ragged_total, listed, len(scan.columns)))
     if not data.stopped and data.records == 0:
         scan.warnings.append(csv_rules.no_rows_warning())
     return scan
+
+
+def _heading_byte_problems(header: bytes, line: int) -> list[Problem]:
+    """The checks every data record's bytes get (UTF-8, no NUL), for the heading row."""
+    problems = []
+    if (at := csv_fastpath.first_non_utf8(header)) >= 0:
+        problems.append(csv_rules.non_utf8_problem(line + line_breaks(header[:at]), header[at]))
+    if (at := header.find(b"\x00")) >= 0:
+        problems.append(csv_rules.nul_byte_problem(line + line_breaks(header[:at])))
+    return problems
 
 
 def data_records(scan: FileScan) -> Iterator[tuple[int, list[str]]]:

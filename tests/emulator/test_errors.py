@@ -101,8 +101,11 @@ def test_no_credit_left_is_402_and_nothing_is_imported(make_emulator):
         (b"", ["empty"]),
         (b"name\ncaf\xe9\n", ["line 2", "UTF-8"]),
         (b'a,b\n1,"open\n', ["never closed"]),
+        (b"Soci\xe9t\xe9,Montant\nAcme,10\n", ["line 1", "0xE9", "UTF-8"]),
+        (b"id,na\x00me\n1,2\n", ["line 1", "NUL"]),
+        (__import__("gzip").compress(b"a,b\n1,2\n"), ["this is a gzip file, not a CSV"]),
     ],
-    ids=["ragged", "empty", "latin-1", "open-quote"],
+    ids=["ragged", "empty", "latin-1", "open-quote", "latin-1-heading", "nul-heading", "gzip"],
 )
 def test_a_file_the_csv_rules_refuse_is_422_naming_the_problem_and_costs_nothing(client, content, words):
     with client.costs_nothing():

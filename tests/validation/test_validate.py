@@ -223,3 +223,52 @@ def test_a_one_column_heading_over_comma_separated_rows_is_still_ragged(tmp_path
     report = validate_csv(write(tmp_path, "# clean this data!\nid,name\n1,Ireland\n"))
     assert [p.code for p in report.errors] == ["ragged-rows"]
     assert report.columns == ["# clean this data!"]
+
+
+def _zip(*members: str) -> bytes:
+    import io
+    import zipfile
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as archive:
+        for name in members:
+            archive.writestr(name, "<x/>")
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("content", "code", "line"),
+    [
+        (b"Soci\xe9t\xe9,Montant\nAcme,10\n", "encoding", 1),
+        (b"Soci\xe9t\xe9,Montant\nAcme,10\nCaf\xe9,3\n", "encoding", 1),  # the first bad byte, once
+        (b'id,"long\nna\xefme"\n1,2\n', "encoding", 2),  # a heading across lines
+        (b"id,na\x00me\n1,2\n", "nul-byte", 1),
+    ],
+)
+def test_the_heading_row_gets_the_byte_checks_data_rows_get(tmp_path, content, code, line):
+    report = validate_csv(write(tmp_path, content))
+    assert [(p.code, p.line) for p in report.errors] == [(code, line)]
+
+
+@pytest.mark.parametrize(
+    ("content", "kind"),
+    [
+        (__import__("gzip").compress(b"a,b\n1,2\n"), "a gzip file"),
+        (_zip("data.csv"), "a zip archive"),
+        (_zip("[Content_Types].xml", "xl/workbook.xml"), "an Excel workbook (xlsx)"),
+        (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1\x00\x00" + bytes(500), "an Excel 97-2003 workbook (xls)"),
+        (b"PAR1\x15\x04\x15\x10" + bytes(100), "a Parquet file"),
+    ],
+    ids=["gzip", "zip", "xlsx", "xls", "parquet"],
+)
+def test_a_binary_file_is_named_as_what_it_is(tmp_path, content, kind):
+    report = validate_csv(write(tmp_path, content))
+    (problem,) = report.errors
+    assert problem.code == "not-csv"
+    assert problem.message.startswith(f"this is {kind}") and ", not a CSV: " in problem.message
+    assert report.columns == [] and report.rows == 0
+
+
+def test_text_that_starts_like_a_signature_is_still_a_csv(tmp_path):
+    report = validate_csv(write(tmp_path, "PAR1,BZh\n1,2\n"))
+    assert report.ok and report.columns == ["PAR1", "BZh"]
