@@ -406,9 +406,12 @@ def unterminated_quote_problem(line: int, record: int) -> Problem:
     )
 
 
+RECORD_TOO_LONG = "record-too-long"
+
+
 def record_too_long_problem(limit_bytes: int, line: int) -> Problem:
     return Problem(
-        "record-too-long",
+        RECORD_TOO_LONG,
         f"a record starts here and runs on for more than {limit_bytes // 1024**2} MiB "
         "without ending; most likely a quote is never closed. Check the quoting from this line on.",
         line=line,
@@ -444,8 +447,11 @@ def ragged_rows_problem(total: int, listed: list[tuple[int, int, int]], columns:
     )
 
 
+UNREADABLE = "unreadable"
+
+
 def unreadable_problem(path: str, reason: str) -> Problem:
-    return Problem("unreadable", f"cannot read {path}: {reason}")
+    return Problem(UNREADABLE, f"cannot read {path}: {reason}")
 
 
 def no_rows_warning() -> Problem:

@@ -41,6 +41,14 @@ class FileScan:
     warnings: list[Problem] = field(default_factory=list)
     data_offset: int = 0  # where the first record after the header starts
     data_line: int = 2  # the line it starts on
+    #: The error that ended the reading before the end of the file (``rows`` then counts what came before).
+    stopped: Problem | None = None
+
+    def stop(self, problem: Problem) -> FileScan:
+        """Record ``problem`` as the error that ends the reading here."""
+        self.errors.append(problem)
+        self.stopped = problem
+        return self
 
 
 def _line_terminator(head: bytes) -> str:
@@ -90,12 +98,12 @@ def scan_file(path: str | os.PathLike, limits: csv_rules.Limits = csv_rules.SERV
     with open(path, "rb") as f:
         head = f.read(csv_rules.SNIFF_BYTES)
         if (binary := csv_rules.binary_signature(head)) is not None:
-            scan.errors.append(csv_rules.not_a_csv_problem(*binary))
-            return scan
+            return scan.stop(csv_rules.not_a_csv_problem(*binary))
         enc = csv_rules.sniff_encoding(head)
         scan.encoding = enc.name
         if enc.problems:  # say what the file holds all the same, so the fix is obvious
-            scan.errors.extend(enc.problems)
+            scan.stop(enc.problems[0])
+            scan.errors.extend(enc.problems[1:])
             text = head[enc.bom_length :].decode(enc.name, errors="replace")
             scan.delimiter = csv_rules.detect_delimiter(text)
             first = next(iter(csv_rules.parse_records(text, scan.delimiter)), None)
@@ -119,17 +127,19 @@ def scan_file(path: str | os.PathLike, limits: csv_rules.Limits = csv_rules.SERV
     scan.warnings.extend(csv_rules.heading_warnings(scan.headings, scan.columns))
     scan.errors.extend(_heading_byte_problems(header, header_line))
     if records.unterminated_line is not None:
-        scan.errors.append(csv_rules.header_unterminated_problem(header_line))
-        return scan
-    if len(scan.columns) > limits.max_columns:
+        return scan.stop(csv_rules.header_unterminated_problem(header_line))
+    if len(scan.columns) > limits.max_columns:  # refused, but the rows are still counted for the report
         scan.errors.append(csv_rules.too_many_columns_problem(len(scan.columns), limits, header_line))
-        return scan
     data = scan_data(path, data_offset, size, scan.delimiter, len(scan.columns))
     scan.rows = data.records
     line_base = header_line + line_breaks(header)
     scan.data_line = line_base
     found = {p.code for p in scan.errors}  # only the first bad byte of a kind is reported, so the heading's wins
-    scan.errors.extend(p.moved(lines=line_base - 1, records=1) for p in data.problems if p.code not in found)
+    for p in data.problems:
+        if p.code not in found:
+            scan.errors.append(p.moved(lines=line_base - 1, records=1))
+            if data.stopped and p.code == csv_rules.RECORD_TOO_LONG:  # the one problem that ends a scan
+                scan.stopped = scan.errors[-1]
     if data.ragged_total:
         listed = [(record + 1, line + line_base - 1, fields) for record, line, fields in data.ragged]
         scan.errors.append(csv_rules.ragged_rows_problem(data.ragged_total, listed, len(scan.columns)))
