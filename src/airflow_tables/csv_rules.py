@@ -339,6 +339,12 @@ def check_file_name(path: str | os.PathLike) -> Problem | None:
             f"the file name {name!r} does not end in '.csv'; the service refuses any other name. "
             "Rename the file (or pass a name ending in .csv).",
         )
+    if len(name) == len(FILE_SUFFIX):
+        return Problem(
+            "file-name",
+            f"the file name {name!r} has nothing before '.csv', and the service names the table after it. "
+            "Rename the file (for example orders.csv).",
+        )
     return None
 
 
