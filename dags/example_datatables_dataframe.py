@@ -27,8 +27,12 @@ with DAG(
 ) as dag:
 
     @task
-    def build_orders(run_id: str | None = None) -> str:
-        """Aggregate orders by region with pandas and write them where the import can read them."""
+    def build_orders() -> str:
+        """Aggregate orders by region with pandas and write them where the import can read them.
+
+        The service names the table after the file, so the file keeps one readable name
+        (``orders_by_region``) and each run writes it in a directory of its own.
+        """
         import tempfile
 
         import pandas as pd
@@ -38,7 +42,7 @@ with DAG(
         by_region = orders.groupby("region", as_index=False).agg(
             orders=("order_id", "count"), quantity=("quantity", "sum"), amount=("amount", "sum")
         )
-        path = Path(tempfile.gettempdir()) / f"orders_by_region_{abs(hash(run_id))}.csv"
+        path = Path(tempfile.mkdtemp(prefix="datatables-example-")) / "orders_by_region.csv"
         by_region.round(2).to_csv(path, index=False)
         return str(path)
 

@@ -18,13 +18,10 @@ from airflow_tables.validation import CsvReport, validate_csv
 def _format_report(report: CsvReport) -> str:
     """A report a person reads: how the service will see the file, then what is wrong."""
     lines = [f"{report.path}: {'OK' if report.ok else 'REFUSED'}"]
-    delimiter = csv_rules.DELIMITER_NAMES.get(report.delimiter, repr(report.delimiter))
-    lines.append(
-        f"  {report.size_bytes:,} bytes, {report.encoding}, {delimiter}-separated, "
-        f"{len(report.columns)} columns, {report.rows:,} rows"
-    )
+    if report.read:
+        lines.append(f"  {report.describe()}")
     if report.columns:
-        shown = ", ".join(report.columns[:20])
+        shown = ", ".join(c if c.isprintable() else repr(c) for c in report.columns[:20])
         more = f", ... ({len(report.columns) - 20} more)" if len(report.columns) > 20 else ""
         lines.append(f"  columns: {shown}{more}")
     lines.extend(f"  error: {p}" for p in report.errors)

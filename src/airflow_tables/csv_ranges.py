@@ -66,7 +66,7 @@ class RangeScan:
     @classmethod
     def from_json(cls, text: str) -> RangeScan:
         data = json.loads(text)
-        data["problems"] = [Problem(**p) for p in data["problems"]]
+        data["problems"] = [Problem.from_dict(p) for p in data["problems"]]
         data["ragged"] = [tuple(r) for r in data["ragged"]]
         return cls(**data)
 
@@ -85,9 +85,7 @@ class RangeScan:
                 self.ragged.append((record + self.records, line + (self.lines or 0), fields))
         for p in other.problems:
             if not any(q.code == p.code for q in self.problems):
-                self.problems.append(
-                    Problem(p.code, p.message, shift(p.line, self.lines or 0), shift(p.record, self.records))
-                )
+                self.problems.append(p.moved(lines=self.lines or 0, records=self.records))
         self.ragged_total += other.ragged_total
         self.records += other.records
         self.lines = None if self.lines is None or other.lines is None else self.lines + other.lines
@@ -95,10 +93,6 @@ class RangeScan:
         self.stopped = self.stopped or other.stopped
         self.resume_offset = other.resume_offset
         self.to_eof = other.to_eof
-
-
-def shift(n: int | None, by: int) -> int | None:
-    return None if n is None else n + by
 
 
 def line_breaks(data: bytes) -> int:
@@ -206,16 +200,7 @@ class _RangeReader:
                 if len(res.ragged) < MAX_LISTED:
                     res.ragged.append((res.records, line, len(fields)))
         if records.unterminated_line is not None:
-            res.problems.append(
-                Problem(
-                    "unterminated-quote",
-                    "a quoted field starts in this record and is never closed, so everything after it "
-                    "is read as one cell. Add the closing double quote (or double any quote that is "
-                    'data: "").',
-                    line=records.unterminated_line,
-                    record=res.records,
-                )
-            )
+            res.problems.append(csv_rules.unterminated_quote_problem(records.unterminated_line, res.records))
 
     def _text_lines(self, f, offset: int) -> Iterator[str]:
         """The file's lines from ``offset``, checking each block's bytes and counting its lines."""
@@ -238,14 +223,7 @@ class _RangeReader:
         at = block.find(b"\x00")
         if at == -1 or any(p.code == "nul-byte" for p in self.result.problems):
             return
-        self.result.problems.append(
-            Problem(
-                "nul-byte",
-                "contains a NUL byte (0x00): the file is binary, UTF-16 or damaged. "
-                "Export it again as a UTF-8 text CSV.",
-                line=self._line_at(block, at),
-            )
-        )
+        self.result.problems.append(csv_rules.nul_byte_problem(self._line_at(block, at)))
 
     def _check_utf8(self, block: bytes) -> None:
         if self.utf8_ok and (at := csv_fastpath.first_non_utf8(block)) >= 0:
@@ -259,14 +237,7 @@ class _RangeReader:
 
     def too_long(self) -> None:
         self.result.stopped = True
-        self.result.problems.append(
-            Problem(
-                "record-too-long",
-                f"a record starts here and runs on for more than {MAX_RECORD_BYTES // 1024**2} MiB "
-                "without ending; most likely a quote is never closed. Check the quoting from this line on.",
-                line=self._line_at(b"", 0),
-            )
-        )
+        self.result.problems.append(csv_rules.record_too_long_problem(MAX_RECORD_BYTES, self._line_at(b"", 0)))
 
 
 class _Buffer:

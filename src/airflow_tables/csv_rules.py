@@ -12,8 +12,8 @@ chose where it is silent (see ``docs/validation.md``):
 * The file name ends in ``.csv`` (stated).
 * The separator is detected among comma, semicolon, tab and pipe (stated). We
   count separators outside quotes on the first lines and pick the one whose
-  count is the same on the most lines; a file with none of them is one column
-  and reads as comma-separated (chosen).
+  count is the same on the most lines; a file whose heading row none of them
+  splits is one column and reads as comma-separated (chosen).
 * The first record holds the column names (stated). Blank headings get a name
   and repeated headings get a number (stated); the scheme is ours:
   ``column_<position>`` for a blank heading, ``<name>_<n>`` for the n-th
@@ -34,11 +34,13 @@ from __future__ import annotations
 
 import codecs
 import csv
+import dataclasses
 import io
 import itertools
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 MAX_COLUMNS = 300
 MAX_BYTES = 512 * 1024**2
@@ -51,6 +53,28 @@ FILE_SUFFIX = ".csv"
 SNIFF_BYTES = 64 * 1024
 
 DELIMITER_NAMES = {",": "comma", ";": "semicolon", "\t": "tab", "|": "pipe"}
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The service's size limits, as one value the validator and the emulator pass around.
+
+    Defaults are the service's own (300 columns, 512 MiB); tests and the emulator's
+    configuration lower them.
+    """
+
+    max_columns: int = MAX_COLUMNS
+    max_bytes: int = MAX_BYTES
+
+    def __post_init__(self) -> None:
+        for name in ("max_columns", "max_bytes"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a whole number of at least 1, not {value!r}")
+
+
+#: The service's limits.
+SERVICE_LIMITS = Limits()
 
 
 @dataclass(frozen=True)
@@ -79,8 +103,21 @@ class Problem:
         where = self.where()
         return f"{where}: {self.message}" if where else self.message
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"code": self.code, "message": self.message, "line": self.line, "record": self.record}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Problem:
+        """The inverse of :meth:`to_dict` (a scan's second half reports through JSON)."""
+        return cls(data["code"], data["message"], data.get("line"), data.get("record"))
+
+    def moved(self, lines: int, records: int) -> Problem:
+        """The same problem, found in a part of the file that starts ``lines`` lines and ``records`` records in."""
+        return dataclasses.replace(
+            self,
+            line=None if self.line is None else self.line + lines,
+            record=None if self.record is None else self.record + records,
+        )
 
 
 @dataclass
@@ -90,18 +127,6 @@ class Encoding:
     name: str  # "utf-8", "utf-8-sig", "utf-16-le", "utf-16-be"
     bom_length: int = 0
     problems: list[Problem] = field(default_factory=list)
-
-
-def check_file_name(path: str | os.PathLike) -> Problem | None:
-    """Return a problem when the name would be refused by the service (it must end in ``.csv``)."""
-    name = os.path.basename(os.fspath(path))
-    if not name.lower().endswith(FILE_SUFFIX):
-        return Problem(
-            "file-name",
-            f"the file name {name!r} does not end in '.csv'; the service refuses any other name. "
-            "Rename the file (or pass a name ending in .csv).",
-        )
-    return None
 
 
 def sniff_encoding(head: bytes) -> Encoding:
@@ -125,24 +150,46 @@ def sniff_encoding(head: bytes) -> Encoding:
     return Encoding("utf-8")
 
 
-def _wide_encoding_problem(name: str) -> Problem:
-    return Problem(
-        "encoding",
-        f"the file is encoded as {name.upper()}; the service reads UTF-8. "
-        f"Re-save it as UTF-8 (for example: iconv -f {name.upper()} -t UTF-8 in.csv > out.csv).",
-        line=1,
-    )
+#: What files often mistaken for a CSV start with: (first bytes, what the file is, what to do).
+_SPREADSHEET_ADVICE = "open it in the spreadsheet program and save it as 'CSV UTF-8'"
+_OLE = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"  # Office 97-2003 files
+_SIGNATURES: tuple[tuple[bytes, str, str], ...] = (
+    (b"\x1f\x8b", "a gzip file", "decompress it first (gunzip)"),
+    (b"PK\x03\x04", "a zip archive", "extract the CSV from it first (unzip)"),
+    (b"BZh", "a bzip2 file", "decompress it first (bunzip2)"),
+    (b"\xfd7zXZ\x00", "an xz file", "decompress it first (unxz)"),
+    (b"\x28\xb5\x2f\xfd", "a zstd file", "decompress it first (unzstd)"),
+    (b"7z\xbc\xaf\x27\x1c", "a 7-Zip archive", "extract the CSV from it first"),
+    (_OLE, "an Excel 97-2003 workbook (xls) or another Office file", _SPREADSHEET_ADVICE),
+    (b"PAR1", "a Parquet file", "convert it first (pandas.read_parquet(path).to_csv(out, index=False))"),
+    (b"%PDF-", "a PDF document", "export the table from its source as CSV instead"),
+    (b"SQLite format 3\x00", "an SQLite database", "export the table as CSV first (sqlite3 -csv -header)"),
+    (b"\x89PNG", "a PNG image", "export the data as CSV instead"),
+    (b"\xff\xd8\xff", "a JPEG image", "export the data as CSV instead"),
+)
+#: Inside a zip archive, what its member names say it is.
+_ZIP_KINDS = (
+    (b"xl/", "an Excel workbook (xlsx)", _SPREADSHEET_ADVICE),
+    (b"opendocument.spreadsheet", "an OpenDocument spreadsheet (ods)", _SPREADSHEET_ADVICE),
+    (b"word/", "a Word document (docx)", "export the table from it as CSV instead"),
+)
+# Bytes no text file holds: C0 controls other than tab, line feed and carriage return, and DEL.
+_CONTROL = bytes(b for b in range(32) if b not in (9, 10, 13)) + b"\x7f"
+_TEXT_BYTES = bytes(b for b in range(256) if b not in _CONTROL)
 
 
-def non_utf8_problem(line: int, byte: int) -> Problem:
-    """The problem for the first byte sequence that is not UTF-8."""
-    return Problem(
-        "encoding",
-        f"byte 0x{byte:02X} is not valid UTF-8 (the file looks like Latin-1, "
-        "Windows-1252 or another legacy encoding); the service reads UTF-8 and would garble it. "
-        "Re-save the file as UTF-8 (for example: iconv -f CP1252 -t UTF-8 in.csv > out.csv).",
-        line=line,
-    )
+def binary_signature(head: bytes) -> tuple[str, str] | None:
+    """``(what the file is, what to do)`` when ``head`` (a file's first bytes) is a known binary format.
+
+    A signature only counts when the head also holds bytes no text has (control
+    characters), so a CSV whose first heading happens to be ``PAR1`` or ``BZh`` is still a CSV.
+    """
+    for magic, kind, advice in _SIGNATURES:
+        if head.startswith(magic) and head.translate(None, _TEXT_BYTES):
+            if magic == b"PK\x03\x04":
+                kind, advice = next(((k, a) for name, k, a in _ZIP_KINDS if name in head), (kind, advice))
+            return kind, advice
+    return None
 
 
 def normalize_newlines(text: str) -> str:
@@ -217,20 +264,25 @@ def _raise_field_limit() -> None:
 def detect_delimiter(sample: str) -> str:
     """Pick the separator of a file from its first lines, quote-aware.
 
-    Reads the sample with each candidate, by the quoting rule of :class:`Records`,
-    and prefers the one whose most common field count (more than one) covers the
-    largest share of the records; ties go to the larger field count, then to comma,
-    semicolon, tab, pipe in that order. A separator inside quoted fields is data and never counts.
-    With none of them, the file is one column and reads as comma-separated.
+    The first record is the heading row, and a separator that does not split it cannot
+    make a second column: when no candidate splits the heading, the file is one column
+    and reads as comma-separated (so ``sentence`` over ``hello; world`` is one column of
+    text, not a ragged semicolon file). Otherwise the sample is read with each candidate,
+    by the quoting rule of :class:`Records`, and the one whose most common field count
+    (more than one) covers the largest share of the records wins; ties go to the larger
+    field count, then to comma, semicolon, tab, pipe in that order. A separator inside
+    quoted fields is data and never counts.
     """
     cut = max(sample.rfind("\n"), sample.rfind("\r"))
     if 0 < cut < len(sample) - 1:
         sample = sample[: cut + 1]  # the sample may end in the middle of a line
     best: tuple[float, int, int] | None = None
     chosen = ","
+    heading_split = False
     for rank, delim in enumerate(DELIMITERS):
         widths: dict[int, int] = {}
-        for _, fields in parse_records(sample, delim):
+        for record, (_, fields) in enumerate(parse_records(sample, delim)):
+            heading_split = heading_split or (record == 0 and len(fields) > 1)
             widths[len(fields)] = widths.get(len(fields), 0) + 1
         wide = {w: n for w, n in widths.items() if w > 1}
         if not wide:
@@ -239,7 +291,7 @@ def detect_delimiter(sample: str) -> str:
         score = (records / sum(widths.values()), width, -rank)
         if best is None or score > best:
             best, chosen = score, delim
-    return chosen
+    return chosen if heading_split else ","
 
 
 def name_columns(headings: list[str]) -> list[str]:
@@ -270,6 +322,146 @@ def name_columns(headings: list[str]) -> list[str]:
         taken.add(candidate.casefold())
         result.append(candidate)
     return result
+
+
+# -- Every problem a scan can report, worded here and nowhere else ------------------------------
+#
+# Codes are stable (tests, --json and the emulator's 422 rely on them); messages say what is
+# wrong and what to do. Line and record numbers are 1-based and count from the file's start.
+
+
+def check_file_name(path: str | os.PathLike) -> Problem | None:
+    """Return a problem when the name would be refused by the service (it must end in ``.csv``)."""
+    name = os.path.basename(os.fspath(path))
+    if not name.lower().endswith(FILE_SUFFIX):
+        return Problem(
+            "file-name",
+            f"the file name {name!r} does not end in '.csv'; the service refuses any other name. "
+            "Rename the file (or pass a name ending in .csv).",
+        )
+    if len(name) == len(FILE_SUFFIX):
+        return Problem(
+            "file-name",
+            f"the file name {name!r} has nothing before '.csv', and the service names the table after it. "
+            "Rename the file (for example orders.csv).",
+        )
+    return None
+
+
+def _wide_encoding_problem(name: str) -> Problem:
+    return Problem(
+        "encoding",
+        f"the file is encoded as {name.upper()}; the service reads UTF-8. "
+        f"Re-save it as UTF-8 (for example: iconv -f {name.upper()} -t UTF-8 in.csv > out.csv).",
+        line=1,
+    )
+
+
+def non_utf8_problem(line: int, byte: int) -> Problem:
+    """The problem for the first byte sequence that is not UTF-8."""
+    return Problem(
+        "encoding",
+        f"byte 0x{byte:02X} is not valid UTF-8 (the file looks like Latin-1, "
+        "Windows-1252 or another legacy encoding); the service reads UTF-8 and would garble it. "
+        "Re-save the file as UTF-8 (for example: iconv -f CP1252 -t UTF-8 in.csv > out.csv).",
+        line=line,
+    )
+
+
+def not_a_csv_problem(kind: str, advice: str) -> Problem:
+    return Problem("not-csv", f"this is {kind}, not a CSV: {advice}.", line=1)
+
+
+def nul_byte_problem(line: int) -> Problem:
+    return Problem(
+        "nul-byte",
+        "contains a NUL byte (0x00): the file is binary, UTF-16 or damaged. Export it again as a UTF-8 text CSV.",
+        line=line,
+    )
+
+
+def too_large_problem(size: int, limits: Limits) -> Problem:
+    mib = f" ({limits.max_bytes // 1024**2} MiB)" if limits.max_bytes % 1024**2 == 0 else ""
+    return Problem(
+        "too-large",
+        f"the file is {size:,} bytes; the service takes at most {limits.max_bytes:,} bytes{mib}. "
+        "Split it or drop columns.",
+    )
+
+
+def empty_file_problem() -> Problem:
+    return Problem("empty-file", "the file is empty; the service needs at least a header row.", line=1)
+
+
+def header_unterminated_problem(line: int) -> Problem:
+    return Problem(
+        "unterminated-quote",
+        "the header row opens a quote that is never closed. Add the closing double quote.",
+        line=line,
+        record=1,
+    )
+
+
+def unterminated_quote_problem(line: int, record: int) -> Problem:
+    return Problem(
+        "unterminated-quote",
+        "a quoted field starts in this record and is never closed, so everything after it "
+        'is read as one cell. Add the closing double quote (or double any quote that is data: "").',
+        line=line,
+        record=record,
+    )
+
+
+RECORD_TOO_LONG = "record-too-long"
+
+
+def record_too_long_problem(limit_bytes: int, line: int) -> Problem:
+    return Problem(
+        RECORD_TOO_LONG,
+        f"a record starts here and runs on for more than {limit_bytes // 1024**2} MiB "
+        "without ending; most likely a quote is never closed. Check the quoting from this line on.",
+        line=line,
+    )
+
+
+def too_many_columns_problem(columns: int, limits: Limits, line: int) -> Problem:
+    return Problem(
+        "too-many-columns",
+        f"the header has {columns:,} columns; the service takes at most {limits.max_columns}. "
+        "Drop columns or split the file.",
+        line=line,
+        record=1,
+    )
+
+
+def ragged_rows_problem(total: int, listed: list[tuple[int, int, int]], columns: int) -> Problem:
+    """``total`` records lack the header's ``columns`` fields; ``listed``: the first ones, (record, line, fields)."""
+    shown = "; ".join(
+        f"record {record} (line {line}) has {fields} field{'s' if fields != 1 else ''}"
+        for record, line, fields in listed
+    )
+    more = total - len(listed)
+    tail = f"; and {more:,} more" if more > 0 else ""
+    first_record, first_line, _ = listed[0]
+    return Problem(
+        "ragged-rows",
+        f"{total:,} {'rows do' if total != 1 else 'row does'} not have the header's {columns} "
+        f"fields: {shown}{tail}. Every row needs exactly {columns} fields; quote fields that contain the "
+        "separator or a line break.",
+        line=first_line,
+        record=first_record,
+    )
+
+
+UNREADABLE = "unreadable"
+
+
+def unreadable_problem(path: str, reason: str) -> Problem:
+    return Problem(UNREADABLE, f"cannot read {path}: {reason}")
+
+
+def no_rows_warning() -> Problem:
+    return Problem("no-rows", "the file has a header but no data rows; the table will be empty.")
 
 
 def heading_warnings(headings: list[str], names: list[str]) -> list[Problem]:

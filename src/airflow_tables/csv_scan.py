@@ -14,15 +14,13 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from airflow_tables import csv_rules
+from airflow_tables import csv_fastpath, csv_rules
 from airflow_tables.csv_ranges import (
     MAX_RECORD_BYTES,
-    RangeScan,
     byte_blocks,
     first_boundary,
     line_breaks,
     scan_data,
-    shift,
 )
 from airflow_tables.csv_rules import Problem
 
@@ -43,6 +41,14 @@ class FileScan:
     warnings: list[Problem] = field(default_factory=list)
     data_offset: int = 0  # where the first record after the header starts
     data_line: int = 2  # the line it starts on
+    #: The error that ended the reading before the end of the file (``rows`` then counts what came before).
+    stopped: Problem | None = None
+
+    def stop(self, problem: Problem) -> FileScan:
+        """Record ``problem`` as the error that ends the reading here."""
+        self.errors.append(problem)
+        self.stopped = problem
+        return self
 
 
 def _line_terminator(head: bytes) -> str:
@@ -80,32 +86,24 @@ def read_header(f, offset: int, size: int) -> tuple[bytes, int, int]:
         pos = end
 
 
-def scan_file(
-    path: str | os.PathLike,
-    *,
-    max_columns: int = csv_rules.MAX_COLUMNS,
-    max_bytes: int = csv_rules.MAX_BYTES,
-) -> FileScan:
+def scan_file(path: str | os.PathLike, limits: csv_rules.Limits = csv_rules.SERVICE_LIMITS) -> FileScan:
     """Read ``path`` once, streaming, and report everything the service's rules say about it."""
     path = os.fspath(path)
     size = os.stat(path).st_size
     scan = FileScan(path=path, size_bytes=size)
     if (problem := csv_rules.check_file_name(path)) is not None:
         scan.errors.append(problem)
-    if size > max_bytes:
-        scan.errors.append(
-            Problem(
-                "too-large",
-                f"the file is {size:,} bytes; the service takes at most {max_bytes:,} bytes "
-                f"({max_bytes / 1024**2:.0f} MiB). Split it or drop columns.",
-            )
-        )
+    if size > limits.max_bytes:
+        scan.errors.append(csv_rules.too_large_problem(size, limits))
     with open(path, "rb") as f:
         head = f.read(csv_rules.SNIFF_BYTES)
+        if (binary := csv_rules.binary_signature(head)) is not None:
+            return scan.stop(csv_rules.not_a_csv_problem(*binary))
         enc = csv_rules.sniff_encoding(head)
         scan.encoding = enc.name
         if enc.problems:  # say what the file holds all the same, so the fix is obvious
-            scan.errors.extend(enc.problems)
+            scan.stop(enc.problems[0])
+            scan.errors.extend(enc.problems[1:])
             text = head[enc.bom_length :].decode(enc.name, errors="replace")
             scan.delimiter = csv_rules.detect_delimiter(text)
             first = next(iter(csv_rules.parse_records(text, scan.delimiter)), None)
@@ -114,9 +112,7 @@ def scan_file(
             return scan
         head = head[enc.bom_length :]
         if not head.strip(b"\r\n"):
-            scan.errors.append(
-                Problem("empty-file", "the file is empty; the service needs at least a header row.", line=1)
-            )
+            scan.errors.append(csv_rules.empty_file_problem())
             return scan
         sample = head.decode("utf-8", errors="replace")
         scan.delimiter = csv_rules.detect_delimiter(sample)
@@ -129,56 +125,37 @@ def scan_file(
     scan.columns = csv_rules.name_columns(scan.headings)
     scan.data_offset = data_offset
     scan.warnings.extend(csv_rules.heading_warnings(scan.headings, scan.columns))
+    scan.errors.extend(_heading_byte_problems(header, header_line))
     if records.unterminated_line is not None:
-        scan.errors.append(
-            Problem(
-                "unterminated-quote",
-                "the header row opens a quote that is never closed. Add the closing double quote.",
-                line=header_line,
-                record=1,
-            )
-        )
-        return scan
-    if len(scan.columns) > max_columns:
-        scan.errors.append(
-            Problem(
-                "too-many-columns",
-                f"the header has {len(scan.columns):,} columns; the service takes at most {max_columns}. "
-                "Drop columns or split the file.",
-                line=header_line,
-                record=1,
-            )
-        )
-        return scan
+        return scan.stop(csv_rules.header_unterminated_problem(header_line))
+    if len(scan.columns) > limits.max_columns:  # refused, but the rows are still counted for the report
+        scan.errors.append(csv_rules.too_many_columns_problem(len(scan.columns), limits, header_line))
     data = scan_data(path, data_offset, size, scan.delimiter, len(scan.columns))
     scan.rows = data.records
     line_base = header_line + line_breaks(header)
     scan.data_line = line_base
+    found = {p.code for p in scan.errors}  # only the first bad byte of a kind is reported, so the heading's wins
     for p in data.problems:
-        scan.errors.append(Problem(p.code, p.message, shift(p.line, line_base - 1), shift(p.record, 1)))
+        if p.code not in found:
+            scan.errors.append(p.moved(lines=line_base - 1, records=1))
+            if data.stopped and p.code == csv_rules.RECORD_TOO_LONG:  # the one problem that ends a scan
+                scan.stopped = scan.errors[-1]
     if data.ragged_total:
-        scan.errors.append(_ragged_problem(data, len(scan.columns), line_base))
+        listed = [(record + 1, line + line_base - 1, fields) for record, line, fields in data.ragged]
+        scan.errors.append(csv_rules.ragged_rows_problem(data.ragged_total, listed, len(scan.columns)))
     if not data.stopped and data.records == 0:
-        scan.warnings.append(Problem("no-rows", "the file has a header but no data rows; the table will be empty."))
+        scan.warnings.append(csv_rules.no_rows_warning())
     return scan
 
 
-def _ragged_problem(data: RangeScan, columns: int, line_base: int) -> Problem:
-    listed = "; ".join(
-        f"record {record + 1} (line {line + line_base - 1}) has {fields} field{'s' if fields != 1 else ''}"
-        for record, line, fields in data.ragged
-    )
-    more = data.ragged_total - len(data.ragged)
-    tail = f"; and {more:,} more" if more > 0 else ""
-    first_record, first_line, _ = data.ragged[0]
-    return Problem(
-        "ragged-rows",
-        f"{data.ragged_total:,} {'rows do' if data.ragged_total != 1 else 'row does'} not have the header's {columns} "
-        f"fields: {listed}{tail}. Every row needs exactly {columns} fields; quote fields that contain the "
-        "separator or a line break.",
-        line=first_line + line_base - 1,
-        record=first_record + 1,
-    )
+def _heading_byte_problems(header: bytes, line: int) -> list[Problem]:
+    """The checks every data record's bytes get (UTF-8, no NUL), for the heading row."""
+    problems = []
+    if (at := csv_fastpath.first_non_utf8(header)) >= 0:
+        problems.append(csv_rules.non_utf8_problem(line + line_breaks(header[:at]), header[at]))
+    if (at := header.find(b"\x00")) >= 0:
+        problems.append(csv_rules.nul_byte_problem(line + line_breaks(header[:at])))
+    return problems
 
 
 def data_records(scan: FileScan) -> Iterator[tuple[int, list[str]]]:

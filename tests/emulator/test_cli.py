@@ -92,6 +92,10 @@ def test_a_first_run_without_config_prints_a_ready_to_use_key_and_department(tmp
         key = re.search(r"X-API-Key:\s+(\S+)", printed).group(1)
         project_id = re.search(r"ProjectID:\s+(\S+)", printed).group(1)
         assert "credits:    100" in printed and "curl -H" in printed
+        assert (
+            f'export AIRFLOW_CONN_DATATABLES_DEFAULT=\'{{"conn_type": "datatables", "host": "{info["url"]}", '
+            f'"password": "{key}", "extra": {{"project_id": "{project_id}"}}}}\'' in printed
+        )
         headers = {"X-API-Key": key}
         response = httpx.post(
             f"{info['url']}/v1.0/data/import",
@@ -104,7 +108,9 @@ def test_a_first_run_without_config_prints_a_ready_to_use_key_and_department(tmp
         _stop(proc)
     proc, info, log = _start([*EMULATOR, "--data-dir", str(data)], tmp_path)  # second run: same key, same table
     try:
-        assert key not in log.read_text()  # printed once, on the first run only
+        second = log.read_text()
+        assert "First run" not in second and "X-API-Key:" not in second  # the key's own lines, once
+        assert f'"host": "{info["url"]}", "password": "{key}"' in second  # the connection line, on every start
         cards = httpx.get(f"{info['url']}/v1.0/projects/{project_id}/cards", headers=headers).json()["Cards"]
         assert [c["CardName"] for c in cards] == ["first"]
     finally:
@@ -120,6 +126,7 @@ def test_a_first_run_without_config_prints_a_ready_to_use_key_and_department(tmp
         (lambda c: c["organisations"]["test-org"].update(credits=-1), "organisations.test-org.credits"),
         (lambda c: c.update(users=[]), "unknown field(s) users"),
         (lambda c: c.update(api_keys=[]), "no api_keys"),
+        (lambda c: c.update(limits={"max_columns": 0}), "limits.max_columns must be a whole number of at least 1"),
     ],
 )
 def test_a_bad_configuration_exits_2_naming_the_field(tmp_path, change, words):

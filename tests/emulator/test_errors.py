@@ -101,8 +101,11 @@ def test_no_credit_left_is_402_and_nothing_is_imported(make_emulator):
         (b"", ["empty"]),
         (b"name\ncaf\xe9\n", ["line 2", "UTF-8"]),
         (b'a,b\n1,"open\n', ["never closed"]),
+        (b"Soci\xe9t\xe9,Montant\nAcme,10\n", ["line 1", "0xE9", "UTF-8"]),
+        (b"id,na\x00me\n1,2\n", ["line 1", "NUL"]),
+        (__import__("gzip").compress(b"a,b\n1,2\n"), ["this is a gzip file, not a CSV"]),
     ],
-    ids=["ragged", "empty", "latin-1", "open-quote"],
+    ids=["ragged", "empty", "latin-1", "open-quote", "latin-1-heading", "nul-heading", "gzip"],
 )
 def test_a_file_the_csv_rules_refuse_is_422_naming_the_problem_and_costs_nothing(client, content, words):
     with client.costs_nothing():
@@ -226,3 +229,41 @@ def test_permission_is_checked_before_the_file(client, emulator):
 @pytest.mark.parametrize(("method", "path", "status"), [("GET", "/nowhere", 404), ("PUT", "/v1.0/data/import", 405)])
 def test_unknown_routes_and_methods_answer_in_the_envelope(client, method, path, status):
     client.assert_error(client.http.request(method, path), status, path)
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("GET", "/v1.0/projects/{project}/cards/"),
+        ("GET", "/v1.0/projects/{project}/cards/{card}/"),
+        ("DELETE", "/v1.0/projects/{project}/cards/{card}/"),
+        ("POST", "/v1.0/data/import/"),
+    ],
+)
+def test_a_trailing_slash_is_404_in_the_envelope_not_a_bare_redirect(client, emulator, method, path):
+    path = path.format(project=emulator.project_id, card=emulator.connector_card_id)
+    response = client.http.request(method, path, headers={"X-API-Key": emulator.api_key})
+    client.assert_error(response, 404, "trailing slash", path)
+    assert "location" not in response.headers
+
+
+@pytest.mark.parametrize(
+    ("sent", "card_name"),
+    [("../../x.csv", "x"), ("..\\..\\evil.csv", "evil"), ("C:\\Users\\me\\Daily.CSV", "Daily"), ("a/b/c.csv", "c")],
+)
+def test_an_uploaded_file_name_with_a_path_names_the_table_by_its_base_name(client, emulator, sent, card_name):
+    card_id = client.import_ready(name=sent)
+    assert client.get(card_id).json()["CardName"] == card_name
+    client.delete(card_id)
+
+
+def test_a_path_in_the_file_name_is_not_echoed_in_a_refusal(client):
+    with client.costs_nothing():
+        msg = client.assert_error(client.upload(b"a,b\n1\n", name="../secret/bad.csv"), 422, "'bad.csv'")
+    assert "secret" not in msg and ".." not in msg
+
+
+@pytest.mark.parametrize("sent", [".csv", "dir/.csv", "dir/"])
+def test_a_file_name_with_nothing_before_csv_is_400(client, sent):
+    with client.costs_nothing():
+        client.assert_error(client.upload(name=sent), 400)

@@ -70,6 +70,12 @@ def test_the_separator_is_detected(client, content, delimiter):
     assert f"{delimiter}-separated" in detail["Description"]
 
 
+def test_a_heading_that_no_separator_splits_makes_a_one_column_table(client):
+    detail = _read(client, b"sentence\nhello; world\nfoo\n")
+    assert [c["ColumnName"] for c in detail["Columns"]] == ["sentence"] and detail["Rows"] == 2
+    assert "'hello; world'" in detail["Columns"][0]["ColumnDescription"]
+
+
 def test_blank_and_repeated_headings_are_named_as_the_csv_rules_name_them(client):
     headings = ["id", "", "Name", "name ", " ", "id"]
     content = (",".join(headings) + "\n" + ",".join("x" * len(headings)) + "\n").encode()

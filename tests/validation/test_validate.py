@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_tables import csv_rules
+from airflow_tables import csv_ranges, csv_rules
 from airflow_tables.exceptions import CsvValidationError
 from airflow_tables.validation import validate_csv
 
@@ -163,7 +163,7 @@ def test_cli_report_and_exit_status(tmp_path):
     out = subprocess.run(
         [sys.executable, "-m", "airflow_tables.cli", "validate", str(good)], capture_output=True, text=True
     )
-    assert out.returncode == 0 and "semicolon-separated, 2 columns, 1 rows" in out.stdout
+    assert out.returncode == 0 and "2 columns, 1 row, semicolon-separated, utf-8, 8 bytes" in out.stdout
     out = subprocess.run(
         [sys.executable, "-m", "airflow_tables.cli", "validate", "--json", str(good), str(bad)],
         capture_output=True,
@@ -200,3 +200,121 @@ def test_import_is_light():
     seconds, heavy = out.stdout.splitlines()
     assert heavy == "[]"
     assert float(seconds) < 0.05 * 3  # 50 ms target; generous here, measured in the note
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "sentence\nhello; world\nfoo\n",  # a semicolon in one value does not make a semicolon file
+        "note\nsee | here\nplain\n",
+        'quote\n"a, b"\nc\td\n',
+    ],
+)
+def test_a_heading_no_separator_splits_makes_a_one_column_file(tmp_path, text):
+    report = validate_csv(write(tmp_path, text))
+    assert report.ok, [str(p) for p in report.errors]
+    assert report.delimiter == ","
+    assert report.columns == [text.split("\n", 1)[0]]
+    assert report.rows == 2
+
+
+def test_a_one_column_heading_over_comma_separated_rows_is_still_ragged(tmp_path):
+    """The corpus's frictionless__countries.csv: a title line over a comma-separated table."""
+    report = validate_csv(write(tmp_path, "# clean this data!\nid,name\n1,Ireland\n"))
+    assert [p.code for p in report.errors] == ["ragged-rows"]
+    assert report.columns == ["# clean this data!"]
+
+
+def _zip(*members: str) -> bytes:
+    import io
+    import zipfile
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as archive:
+        for name in members:
+            archive.writestr(name, "<x/>")
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("content", "code", "line"),
+    [
+        (b"Soci\xe9t\xe9,Montant\nAcme,10\n", "encoding", 1),
+        (b"Soci\xe9t\xe9,Montant\nAcme,10\nCaf\xe9,3\n", "encoding", 1),  # the first bad byte, once
+        (b'id,"long\nna\xefme"\n1,2\n', "encoding", 2),  # a heading across lines
+        (b"id,na\x00me\n1,2\n", "nul-byte", 1),
+    ],
+)
+def test_the_heading_row_gets_the_byte_checks_data_rows_get(tmp_path, content, code, line):
+    report = validate_csv(write(tmp_path, content))
+    assert [(p.code, p.line) for p in report.errors] == [(code, line)]
+
+
+@pytest.mark.parametrize(
+    ("content", "kind"),
+    [
+        (__import__("gzip").compress(b"a,b\n1,2\n"), "a gzip file"),
+        (_zip("data.csv"), "a zip archive"),
+        (_zip("[Content_Types].xml", "xl/workbook.xml"), "an Excel workbook (xlsx)"),
+        (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1\x00\x00" + bytes(500), "an Excel 97-2003 workbook (xls)"),
+        (b"PAR1\x15\x04\x15\x10" + bytes(100), "a Parquet file"),
+    ],
+    ids=["gzip", "zip", "xlsx", "xls", "parquet"],
+)
+def test_a_binary_file_is_named_as_what_it_is(tmp_path, content, kind):
+    report = validate_csv(write(tmp_path, content))
+    (problem,) = report.errors
+    assert problem.code == "not-csv"
+    assert problem.message.startswith(f"this is {kind}") and ", not a CSV: " in problem.message
+    assert report.columns == [] and report.rows == 0
+
+
+def test_text_that_starts_like_a_signature_is_still_a_csv(tmp_path):
+    report = validate_csv(write(tmp_path, "PAR1,BZh\n1,2\n"))
+    assert report.ok and report.columns == ["PAR1", "BZh"]
+
+
+def _cli(*args: str) -> str:
+    return subprocess.run(
+        [sys.executable, "-m", "airflow_tables.cli", "validate", *args], capture_output=True, text=True
+    ).stdout
+
+
+def test_a_refused_file_reports_what_was_counted(tmp_path):
+    wide = write(tmp_path, ",".join(f"c{i}" for i in range(12)) + "\n" + (",".join("1" * 12) + "\n") * 500)
+    out = _cli("--max-columns", "2", str(wide))
+    assert "12 columns, 500 rows, comma-separated" in out and "at most 2" in out
+    report = validate_csv(wide, max_columns=2)
+    assert (report.rows, report.stopped) == (500, None)
+    assert report.summary().endswith(": 1 problem")
+
+
+def test_a_missing_file_reports_no_made_up_facts(tmp_path):
+    out = _cli(str(tmp_path / "missing.csv"))
+    assert "bytes" not in out and "columns" not in out and "comma-separated" not in out
+    assert "cannot read" in out and "No such file" in out
+    assert validate_csv(tmp_path / "missing.csv").summary() == "validated missing.csv: not read: 1 problem"
+
+
+@pytest.mark.parametrize(
+    ("content", "counts"),
+    [
+        ('a,"b\n1,2\n', "2 columns, rows not counted: reading stopped at line 1 (unterminated-quote)"),
+        ("a,b\n1,2\n".encode("utf-16"), "2 columns, rows not counted: reading stopped at line 1 (encoding)"),
+        (__import__("gzip").compress(b"a,b\n"), "columns and rows not counted: reading stopped at line 1 (not-csv)"),
+        ("solo\n1\n", "1 column, 1 row"),
+    ],
+    ids=["open-quote-heading", "utf-16", "gzip", "singular"],
+)
+def test_a_report_says_where_counting_stopped_and_why(tmp_path, content, counts):
+    report = validate_csv(write(tmp_path, content))
+    assert report.counts() == counts
+    assert counts in _cli(str(report.path))
+
+
+def test_a_record_that_never_ends_reports_the_rows_before_it(tmp_path, monkeypatch):
+    monkeypatch.setattr(csv_ranges, "MAX_RECORD_BYTES", 1000)
+    report = validate_csv(write(tmp_path, 'a,b\n1,2\n3,4\n5,"' + "x\n" * 800_000))
+    assert report.stopped is not None and report.stopped.code == "record-too-long"
+    assert report.counts() == "2 columns, at least 2 rows: reading stopped at line 4 (record-too-long)"
+    assert report.to_dict()["stopped"]["line"] == 4

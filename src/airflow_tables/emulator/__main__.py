@@ -11,6 +11,7 @@ import argparse
 import json
 import logging
 import os
+import shlex
 import socket
 import sys
 from pathlib import Path
@@ -111,9 +112,23 @@ def stop_with_parent() -> None:
     threading.Thread(target=watch, name="parent watch", daemon=True).start()
 
 
+def connection_line(config: EmulatorConfig, url: str) -> str | None:
+    """``export AIRFLOW_CONN_DATATABLES_DEFAULT='{...}'``: the provider's connection to this emulator, ready to paste.
+
+    The key is the first one that may manage data (import, delete), the ``project_id`` extra
+    its first department, so operators may leave ``project_id`` out; the host has no ``/v1.0``
+    (the provider adds it). None when no key may manage a department.
+    """
+    key = next((k for k in config.api_keys.values() if k.manage), None)
+    if key is None:
+        return None
+    conn = {"conn_type": "datatables", "host": url, "password": key.key, "extra": {"project_id": sorted(key.manage)[0]}}
+    return f"export AIRFLOW_CONN_DATATABLES_DEFAULT={shlex.quote(json.dumps(conn))}"
+
+
 def banner(config: EmulatorConfig, url: str, first_run: bool) -> str:
     lines = [
-        f"Data Tables Service emulator at {url}/v1.0",
+        f"Data Tables Service emulator at {url} (endpoints under /v1.0)",
         f"  data: {config.data_dir}",
         f"  config: {config.config_path}",
     ]
@@ -132,6 +147,8 @@ def banner(config: EmulatorConfig, url: str, first_run: bool) -> str:
         ]
     else:
         lines.append(f"  departments: {', '.join(sorted(config.departments))} (API keys are in the config)")
+    if (line := connection_line(config, url)) is not None:
+        lines += ["Airflow connection (the provider's datatables_default), ready to paste:", f"  {line}"]
     if config.test_controls:
         lines.append(f"  test controls: {url}/_emulator/ (not for normal use)")
     return "\n".join(lines)

@@ -32,8 +32,6 @@ if TYPE_CHECKING:
     from airflow_tables.emulator.reader import Reader
     from airflow_tables.emulator.store import Card, Store
 
-MiB = 1024 * 1024
-
 
 def json_response(started: float, status: int, body: dict, headers: dict[str, str] | None = None) -> Response:
     """The seed's envelope: ``Msg`` and ``ExecTime`` first, then the endpoint's own fields."""
@@ -165,7 +163,10 @@ class Api:
             else:
                 # An unknown caller's bytes are counted, never written.
                 parser = FormParser(
-                    boundary, file_field="File", file_path=path if known else None, max_bytes=self.config.max_bytes
+                    boundary,
+                    file_field="File",
+                    file_path=path if known else None,
+                    max_bytes=self.config.limits.max_bytes,
                 )
                 try:
                     async for chunk in request.stream():
@@ -231,16 +232,10 @@ class Api:
                 f'service takes only text/csv (with curl: -F "File=@{upload.filename};type=text/csv")',
             )
         if upload.too_large:
-            raise ApiError(
-                413,
-                f"the file {upload.filename!r} is {upload.size:,} bytes; the service takes at most "
-                f"{self.config.max_bytes:,} bytes"
-                + (f" ({self.config.max_bytes // MiB} MiB)" if self.config.max_bytes % MiB == 0 else ""),
-            )
+            problem = csv_rules.too_large_problem(upload.size, self.config.limits)
+            raise ApiError(413, f"the file {upload.filename!r} was refused and no credit was used: {problem.message}")
         self.store.check_import(key.organisation, project_id, card_id)
-        scan = await run_in_threadpool(
-            csv_scan.scan_file, upload.path, max_columns=self.config.max_columns, max_bytes=self.config.max_bytes
-        )
+        scan = await run_in_threadpool(csv_scan.scan_file, upload.path, self.config.limits)
         if scan.errors:
             problems = "; ".join(str(p) for p in scan.errors)
             raise ApiError(422, f"the file {upload.filename!r} was refused and no credit was used: {problems}")

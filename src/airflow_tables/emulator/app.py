@@ -31,8 +31,11 @@ log = logging.getLogger("airflow_tables.emulator")
 
 
 async def _http_error(request: Request, exc: HTTPException) -> Response:
-    if exc.status_code == 404:
-        msg = f"there is no endpoint {request.method} {request.url.path}; the service's endpoints are under /v1.0"
+    path = request.url.path
+    if exc.status_code == 404 and len(path) > 1 and path.endswith("/"):
+        msg = f"there is no endpoint {request.method} {path}; the service's paths have no trailing slash"
+    elif exc.status_code == 404:
+        msg = f"there is no endpoint {request.method} {path}; the service's endpoints are under /v1.0"
     elif exc.status_code == 405:
         msg = f"{request.method} is not allowed on {request.url.path}"
     else:
@@ -57,7 +60,7 @@ def create_app(config: EmulatorConfig):
     if removed:
         log.info("removed %d file(s) of uploads that never finished", removed)
     settings = Settings(config.processing_delay)
-    reader = Reader(store, settings, max_columns=config.max_columns, max_bytes=config.max_bytes)
+    reader = Reader(store, settings, config.limits)
     api = Api(config, store, reader)
     routes = api.routes()
     faults = None
@@ -80,6 +83,9 @@ def create_app(config: EmulatorConfig):
         exception_handlers={HTTPException: _http_error, Exception: _server_error},
         lifespan=lifespan,
     )
+    # Starlette answers a path with a trailing slash with a bare 307 to the path without it; every
+    # answer of the service carries Msg and ExecTime, so it is a 404 in the envelope instead.
+    app.router.redirect_slashes = False
     app.state.api = api
     if faults is None:
         return app

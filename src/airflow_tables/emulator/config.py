@@ -102,8 +102,7 @@ class EmulatorConfig:
     departments: dict[str, Department] = field(default_factory=dict)
     api_keys: dict[str, ApiKey] = field(default_factory=dict)
     connectors: list[Connector] = field(default_factory=list)
-    max_bytes: int = csv_rules.MAX_BYTES
-    max_columns: int = csv_rules.MAX_COLUMNS
+    limits: csv_rules.Limits = csv_rules.SERVICE_LIMITS
     host: str = "127.0.0.1"
     port: int = 8765
     test_controls: bool = False
@@ -196,8 +195,15 @@ def parse(data: dict, config: EmulatorConfig, source: str = "configuration") -> 
         _parse_connector(entry, f"connectors[{i}]", config)
     limits = _expect(data.get("limits", {}), dict, "limits", "an object")
     _no_extra(limits, {"max_bytes", "max_columns"}, "limits")
-    config.max_bytes = _expect(limits.get("max_bytes", config.max_bytes), int, "limits.max_bytes", "bytes")
-    config.max_columns = _expect(limits.get("max_columns", config.max_columns), int, "limits.max_columns", "a number")
+    try:
+        config.limits = csv_rules.Limits(
+            max_columns=_expect(
+                limits.get("max_columns", config.limits.max_columns), int, "limits.max_columns", "a number"
+            ),
+            max_bytes=_expect(limits.get("max_bytes", config.limits.max_bytes), int, "limits.max_bytes", "bytes"),
+        )
+    except ValueError as err:
+        raise ConfigError(f"limits.{err}") from None
     if not config.api_keys:
         raise ConfigError(f"{source}: no api_keys; nobody could call the service")
     return config

@@ -14,6 +14,7 @@ of leaving the client's upload half-sent.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,9 +24,18 @@ MAX_HEADER_BYTES = 16 * 1024
 MAX_FIELD_BYTES = 64 * 1024
 
 
+def base_name(filename: str) -> str:
+    """The file name a client sent, without any directory part (``../../x.csv`` and ``C:\\x\\y.csv`` alike).
+
+    RFC 7578 (4.2) lets a client send a path and tells the receiver to keep only its last
+    part; the table is named after it, so no path ever reaches a CardName.
+    """
+    return re.split(r"[\\/]", filename)[-1]
+
+
 @dataclass
 class FilePart:
-    """The ``File`` part as received: what the client called it and how big it was."""
+    """The ``File`` part as received: what the client called it (its base name) and how big it was."""
 
     filename: str
     content_type: str | None
@@ -153,7 +163,7 @@ class FormParser:
                 return
             raw = params.get(b"filename")
             self.form.file = FilePart(
-                filename=raw.decode("utf-8", "replace") if raw is not None else "",
+                filename=base_name(raw.decode("utf-8", "replace")) if raw is not None else "",
                 content_type=headers.get("content-type"),
             )
             if self._file_path is not None:

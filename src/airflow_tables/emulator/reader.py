@@ -20,7 +20,7 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from airflow_tables import csv_scan
+from airflow_tables import csv_rules, csv_scan
 from airflow_tables.emulator.profile import TableProfile, profile_file
 
 if TYPE_CHECKING:
@@ -95,11 +95,10 @@ class Settings:
 class Reader:
     """Starts, runs and resumes readings; the store holds their state, so threads hold nothing durable."""
 
-    def __init__(self, store: Store, settings: Settings, *, max_columns: int, max_bytes: int) -> None:
+    def __init__(self, store: Store, settings: Settings, limits: csv_rules.Limits) -> None:
         self.store = store
         self.settings = settings
-        self.max_columns = max_columns
-        self.max_bytes = max_bytes
+        self.limits = limits
 
     def start(self, card: Card, scan: csv_scan.FileScan | None = None) -> None:
         """Read ``card``'s pending file in the background; ``scan`` is the upload check's, when there was one."""
@@ -144,7 +143,7 @@ class Reader:
         path = self.store.path(card.pending_file)
         if not path.is_file():
             raise ReadingFailed("the uploaded file is no longer in the emulator's data directory")
-        scan = csv_scan.scan_file(path, max_columns=self.max_columns, max_bytes=self.max_bytes)
+        scan = csv_scan.scan_file(path, self.limits)
         if scan.errors:
             raise ReadingFailed("; ".join(str(p) for p in scan.errors[:5]))
         return scan

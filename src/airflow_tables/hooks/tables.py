@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
-import tempfile
 import time
 from collections.abc import AsyncIterator, Callable, Collection, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -418,16 +417,15 @@ class DataTablesHook(BaseHook):
         )
 
     def import_dataframe(self, project_id: str | None, df: pd.DataFrame, name: str, card_id: str | None = None) -> str:
-        """Write ``df`` to a temporary CSV named ``name`` (``.csv`` added), validate, upload, remove it."""
-        from airflow_tables.validation import validate_csv
+        """Upload ``df`` as a table named ``name`` (or as ``card_id``'s new data); return the CardID. One credit.
 
-        filename = name if name.endswith(".csv") else f"{name}.csv"
-        if os.path.basename(filename) != filename or filename.startswith("."):
-            raise ValueError(f"name must be a plain file name such as 'sales.csv', not {name!r}.")
-        with tempfile.TemporaryDirectory(prefix="airflow-tables-") as tmp:
-            path = os.path.join(tmp, filename)
-            df.to_csv(path, index=False, chunksize=50_000)
-            validate_csv(path).raise_for_errors()
+        Named index levels become columns, MultiIndex columns are joined with ``_``, and a
+        frame the service would reshape or rename is refused before any request: the rules
+        are in :mod:`airflow_tables.hooks._dataframe` (docs/hook.md, "DataFrames").
+        """
+        from airflow_tables.hooks._dataframe import written_csv
+
+        with written_csv(df, name, self.log) as path:
             return self.import_csv(project_id, path, card_id)
 
     def find_cards(self, project_id: str | None, card_ids: Iterable[str]) -> dict[str, dict]:
