@@ -14,7 +14,7 @@ from __future__ import annotations
 import html
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Literal
 
 from airflow.api_fastapi.app import get_auth_manager
 from airflow.api_fastapi.auth.managers.models.resource_details import ConnectionDetails, DagAccessEntity
@@ -41,6 +41,8 @@ NO_STORE = {"Cache-Control": "no-store"}
 
 #: Reading this page means reading connections (which tables a key sees) and assets (who imported them).
 READERS = [Depends(requires_access_connection("GET")), Depends(requires_access_asset("GET"))]
+#: A task's table also needs the task's XComs (its CardID).
+XCOM_READER = Depends(requires_access_dag("GET", DagAccessEntity.XCOM))
 
 
 def refresh_seconds() -> float:
@@ -51,8 +53,8 @@ def refresh_seconds() -> float:
     return value if value > 0 else DEFAULT_REFRESH_SECONDS
 
 
-def connection_reader(user: Any) -> Callable[[str], bool]:
-    """Whether ``user`` may read a connection, by id (fine-grained auth managers decide per connection)."""
+def connection_reader(user: GetUserDep) -> Callable[[str], bool]:
+    """Whether the user may read a connection, by id (fine-grained auth managers decide per connection)."""
     auth_manager = get_auth_manager()
 
     def readable(conn_id: str) -> bool:
@@ -61,6 +63,9 @@ def connection_reader(user: Any) -> Callable[[str], bool]:
         )
 
     return readable
+
+
+Readable = Annotated[Callable[[str], bool], Depends(connection_reader)]
 
 
 def _page(name: str) -> FileResponse:
@@ -100,14 +105,13 @@ def create_app(monitor: Monitor | None = None) -> FastAPI:
         return _page("task.html")
 
     @app.get("/api/connections", dependencies=READERS)
-    def connections(user: GetUserDep) -> JSONResponse:
-        readable = connection_reader(user)
+    def connections(readable: Readable) -> JSONResponse:
         shown = [info.as_json() for info in monitor.connections() if readable(info.conn_id)]
         return JSONResponse({"refresh_seconds": monitor.ttl, "connections": shown}, headers=NO_STORE)
 
     @app.get("/api/tables", dependencies=READERS)
     def tables(
-        user: GetUserDep,
+        readable: Readable,
         conn_id: str = Query(min_length=1, max_length=250),
         project_id: str | None = Query(default=None, max_length=250),
         state: Literal["being_read", "failed", "ready"] | None = None,
@@ -116,7 +120,7 @@ def create_app(monitor: Monitor | None = None) -> FastAPI:
         limit: int = Query(default=100, ge=1, le=500),
     ) -> JSONResponse:
         info = monitor.connection(conn_id)
-        if info is None or not connection_reader(user)(conn_id):
+        if info is None or not readable(conn_id):
             raise HTTPException(404, f"no datatables connection {conn_id!r} that you may read")
         project = (project_id or "").strip() or info.project_id
         if not project:
@@ -126,15 +130,15 @@ def create_app(monitor: Monitor | None = None) -> FastAPI:
         body.update(service=info.service, refresh_seconds=monitor.ttl)
         return JSONResponse(body, headers=NO_STORE)
 
-    @app.get("/api/task", dependencies=[*READERS, Depends(requires_access_dag("GET", DagAccessEntity.XCOM))])
+    @app.get("/api/task", dependencies=[*READERS, XCOM_READER])
     def task_table(
-        user: GetUserDep,
+        readable: Readable,
         dag_id: str = Query(min_length=1, max_length=250),
         run_id: str = Query(min_length=1, max_length=250),
         task_id: str = Query(min_length=1, max_length=250),
         map_index: str | None = None,
     ) -> JSONResponse:
-        body = monitor.task_table(dag_id, run_id, task_id, _map_index(map_index), readable=connection_reader(user))
+        body = monitor.task_table(dag_id, run_id, task_id, _map_index(map_index), readable=readable)
         body.setdefault("refresh_seconds", monitor.ttl)
         return JSONResponse(body, headers=NO_STORE)
 

@@ -47,10 +47,21 @@ const DT = (() => {
     return el("a", { href: safe, onclick: openInAirflow }, text);
   }
 
+  // The sandbox allows no pop-ups either: the Airflow UI's window opens the new tab instead.
+  function openOutside(event) {
+    if (window.top === window) return;
+    try {
+      window.top.open(event.currentTarget.getAttribute("href"), "_blank", "noopener,noreferrer");
+      event.preventDefault();
+    } catch (err) {
+      // Not the same origin after all: the browser decides.
+    }
+  }
+
   function appLink(text, href) {
     const safe = safeHref(href);
     if (!safe) return null;
-    return el("a", { href: safe, target: "_blank", rel: "noopener noreferrer" }, text);
+    return el("a", { href: safe, target: "_blank", rel: "noopener noreferrer", onclick: openOutside }, text);
   }
 
   async function getJson(url) {
