@@ -16,3 +16,7 @@ fi
 command -v uv >/dev/null 2>&1 || { echo "setup: uv could not be installed" >&2; exit 1; }
 
 uv sync --frozen --extra dev --compile-bytecode --quiet
+# The editable build leaves setuptools' egg-info in src/, which is on sys.path: Airflow then
+# finds the distribution twice and reports the provider's plugin as registered twice
+# (a plugin import error in the UI). The installed dist-info is the real metadata.
+rm -rf src/airflow_tables.egg-info

@@ -28,6 +28,7 @@ def get_provider_info() -> dict:
         "triggers": [{"integration-name": "Data Tables Service", "python-modules": ["airflow_tables.triggers.tables"]}],
         "hooks": [{"integration-name": "Data Tables Service", "python-modules": ["airflow_tables.hooks.tables"]}],
         "extra-links": ["airflow_tables.links.DataTablesTableLink"],
+        "plugins": [{"name": "datatables", "plugin-class": "airflow_tables.plugins.plugin.DataTablesPlugin"}],
         "asset-uris": [
             {
                 "schemes": ["datatables"],

@@ -5,11 +5,12 @@
 * :class:`AirflowStack`: ``airflow db migrate``, then ``scheduler``, ``dag-processor``,
   ``triggerer`` and ``api-server`` as separate processes (LocalExecutor), configured only
   through environment variables; ready once ``/api/v2/monitor/health`` says every
-  component is healthy.
-* :class:`AirflowApi`: the REST API v2 (unpause, trigger, wait for a run while recording
-  every task-instance state seen, connections, XComs, logs).
+  component is healthy. The simple auth manager has real users with roles (an ``admin``
+  and a ``viewer``, see :data:`USERS`), not everyone-is-admin, so authorisation is tested.
+* :class:`AirflowApi`: the REST API v2 as the admin (unpause, trigger, wait for a run while
+  recording every task-instance state seen, connections, XComs, logs).
 * :class:`Browser`: Playwright's sync API driving Debian's ``/usr/bin/chromium`` (no
-  browser download), with screenshots.
+  browser download), with screenshots; logged in as the admin.
 
 Every process is started in a session of its own, with a marker in its environment;
 :func:`kill_marked` ends whatever still carries the marker (task processes put
@@ -33,7 +34,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -46,6 +47,8 @@ LOGS = ARTIFACTS / "logs"
 CHROMIUM = "/usr/bin/chromium"
 MARKER_VAR = "AIRFLOW_TABLES_E2E_RUN"
 TERMINAL_RUN_STATES = frozenset({"success", "failed"})
+#: The simple auth manager's users: name -> role. A viewer may read DAGs and assets, not connections.
+USERS = {"admin": "admin", "viewer": "viewer"}
 
 
 class StackError(RuntimeError):
@@ -322,6 +325,9 @@ class AirflowStack:
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.processes: dict[str, Process] = {}
+        self.passwords = {name: secrets.token_urlsafe(12) for name in USERS}
+        self.passwords_file = self.home / "simple_auth_manager_passwords.json"
+        self.passwords_file.write_text(json.dumps(self.passwords))
         self.env = self._environment(extra_env or {})
 
     def _environment(self, extra: dict[str, str]) -> dict[str, str]:
@@ -360,7 +366,9 @@ class AirflowStack:
                 "AIRFLOW__CORE__AUTH_MANAGER": (
                     "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager"
                 ),
-                "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
+                "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
+                "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": ",".join(f"{u}:{r}" for u, r in USERS.items()),
+                "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(self.passwords_file),
                 # One set of secrets for every process: the scheduler signs the tasks' execution
                 # API tokens and the api-server checks them; connections are encrypted with Fernet.
                 "AIRFLOW__CORE__FERNET_KEY": base64.urlsafe_b64encode(os.urandom(32)).decode(),
@@ -430,6 +438,14 @@ class AirflowStack:
         for process in self.processes.values():
             process.check_alive()
 
+    def token(self, user: str = "admin") -> str:
+        """A JWT for one of :data:`USERS`, from ``POST /auth/token`` with its password."""
+        body = {"username": user, "password": self.passwords[user]}
+        resp = requests.post(f"{self.base_url}/auth/token", json=body, timeout=30)
+        if resp.status_code != 201:
+            raise StackError(f"POST /auth/token for {user} answered {resp.status_code}: {resp.text[:500]}")
+        return resp.json()["access_token"]
+
     def health(self) -> dict:
         resp = requests.get(f"{self.base_url}/api/v2/monitor/health", timeout=5)
         resp.raise_for_status()
@@ -461,12 +477,17 @@ class AirflowStack:
 
 
 class AirflowApi:
-    """A small client for ``/api/v2``; remembers every task-instance state it has seen per run."""
+    """A small client for ``/api/v2``; remembers every task-instance state it has seen per run.
 
-    def __init__(self, base_url: str) -> None:
+    ``token`` (a callable) gives a JWT when the API answers 401 or 403; without it the
+    client asks ``GET /auth/token``, which answers when everyone is an admin.
+    """
+
+    def __init__(self, base_url: str, token: Callable[[], str] | None = None) -> None:
         self.base_url = base_url.rstrip("/")
         self.session = requests.Session()
         self.session.trust_env = False
+        self._token = token
         self._token_tried = False
         # (dag_id, run_id) -> {task key: [states in the order first seen]}
         self.observed: dict[tuple[str, str], dict[str, list[str]]] = {}
@@ -475,16 +496,18 @@ class AirflowApi:
         url = f"{self.base_url}{path}"
         resp = self.session.request(method, url, timeout=30, **kwargs)
         if resp.status_code in (401, 403) and not self._token_tried:
-            # The simple auth manager with all admins adds a token itself; if it did not,
-            # ask it for one (GET /auth/token needs no credentials in that mode).
             self._token_tried = True
-            token = self.session.get(f"{self.base_url}/auth/token", timeout=30)
-            if token.ok:
-                self.session.headers["Authorization"] = f"Bearer {token.json()['access_token']}"
+            token = self._token() if self._token is not None else self._all_admins_token()
+            if token:
+                self.session.headers["Authorization"] = f"Bearer {token}"
                 resp = self.session.request(method, url, timeout=30, **kwargs)
         if resp.status_code not in set(ok):
             raise requests.HTTPError(f"{method} {path} answered {resp.status_code}: {resp.text[:2000]}", response=resp)
         return resp
+
+    def _all_admins_token(self) -> str | None:
+        resp = self.session.get(f"{self.base_url}/auth/token", timeout=30)
+        return resp.json()["access_token"] if resp.ok else None
 
     def get(self, path: str, **kwargs) -> Any:
         return self.request("GET", path, **kwargs).json()
@@ -658,6 +681,10 @@ class Browser:
         self.context.set_default_timeout(30_000)
         self.page = self.context.pages[0] if self.context.pages else self.context.new_page()
         return self
+
+    def login(self, base_url: str, token: str) -> None:
+        """Be logged in to the Airflow UI: the api-server reads the JWT from the ``_token`` cookie."""
+        self.context.add_cookies([{"name": "_token", "value": token, "url": base_url, "httpOnly": True}])
 
     def goto(self, url: str) -> None:
         self.page.goto(url, wait_until="domcontentloaded")

@@ -1,0 +1,145 @@
+"""What Airflow recorded about a department's tables: the asset events of its import and replace tasks.
+
+Every successful import or replace records an event on the table's asset
+(``datatables://<service>/<ProjectID>/<CardID>``, see :mod:`airflow_tables.assets`) with the
+DAG, task and run that did it, and flat extras (``credits`` among them). The page reads the
+latest such event per table, and the events of the last seven days for the credits line.
+Events without a source task (a table refreshed outside Airflow, seen by a watcher) are not
+Airflow's doing and are left out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import TYPE_CHECKING, Any
+
+from airflow_tables.assets import TableRef, parse_table_uri
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
+CREDIT_WINDOW = timedelta(days=7)
+
+
+@dataclass(frozen=True)
+class LastImport:
+    """The task instance that last imported or replaced a table."""
+
+    dag_id: str
+    task_id: str
+    run_id: str
+    map_index: int
+    timestamp: datetime
+
+
+@dataclass(frozen=True)
+class Credits:
+    """Credits spent by Airflow's imports in a department: since midnight UTC and over the last 7 days."""
+
+    today: int
+    last_7_days: int
+
+
+def department_prefix(service: str, project_id: str) -> str:
+    """The URI prefix of every asset of a department's tables: ``datatables://<service>/<ProjectID>/``."""
+    return TableRef(service, project_id, "").uri  # an empty CardID leaves the trailing slash
+
+
+def credits_of(extra: Any) -> int:
+    """Credits an event's import spent: its ``credits`` extra, or 1 for events recorded before there was one."""
+    value = extra.get("credits") if isinstance(extra, dict) else None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return 1
+    return int(value)
+
+
+def last_imports(session: Session, service: str, project_id: str) -> dict[str, LastImport]:
+    """CardID -> the task instance behind the latest Airflow event on that table's asset."""
+    from airflow.models.asset import AssetEvent, AssetModel
+    from sqlalchemy import func, select
+
+    ours = AssetModel.uri.startswith(department_prefix(service, project_id), autoescape=True)
+    latest = (
+        select(func.max(AssetEvent.id))
+        .join(AssetModel, AssetModel.id == AssetEvent.asset_id)
+        .where(ours, AssetEvent.source_dag_id.is_not(None))
+        .group_by(AssetEvent.asset_id)
+    )
+    query = (
+        select(
+            AssetModel.uri,
+            AssetEvent.source_dag_id,
+            AssetEvent.source_task_id,
+            AssetEvent.source_run_id,
+            AssetEvent.source_map_index,
+            AssetEvent.timestamp,
+        )
+        .join(AssetModel, AssetModel.id == AssetEvent.asset_id)
+        .where(AssetEvent.id.in_(latest.scalar_subquery()))
+    )
+    found: dict[str, LastImport] = {}
+    for uri, dag_id, task_id, run_id, map_index, timestamp in session.execute(query):
+        try:
+            card_id = parse_table_uri(uri).card_id
+        except ValueError:
+            continue  # an asset of the scheme that is not one of ours; nothing to show for it
+        found[card_id] = LastImport(
+            dag_id, task_id or "", run_id or "", -1 if map_index is None else map_index, timestamp
+        )
+    return found
+
+
+def credits_spent(session: Session, service: str, project_id: str, *, now: datetime | None = None) -> Credits:
+    """Credits that Airflow's recorded imports spent in the department, today (UTC) and over the last 7 days."""
+    from airflow.models.asset import AssetEvent, AssetModel
+    from sqlalchemy import select
+
+    now = now or datetime.now(timezone.utc)
+    midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    query = (
+        select(AssetEvent.extra, AssetEvent.timestamp)
+        .join(AssetModel, AssetModel.id == AssetEvent.asset_id)
+        .where(
+            AssetModel.uri.startswith(department_prefix(service, project_id), autoescape=True),
+            AssetEvent.source_dag_id.is_not(None),
+            AssetEvent.timestamp >= now - CREDIT_WINDOW,
+        )
+    )
+    today = week = 0
+    for extra, timestamp in session.execute(query):
+        spent = credits_of(extra)
+        week += spent
+        if _aware(timestamp) >= midnight:
+            today += spent
+    return Credits(today, week)
+
+
+def task_event_ref(session: Session, dag_id: str, run_id: str, task_id: str, map_index: int) -> TableRef | None:
+    """The table a task instance recorded an event on (its latest), or ``None``."""
+    from airflow.models.asset import AssetEvent, AssetModel
+    from sqlalchemy import select
+
+    uri = session.scalar(
+        select(AssetModel.uri)
+        .join(AssetEvent, AssetModel.id == AssetEvent.asset_id)
+        .where(
+            AssetModel.uri.startswith("datatables://"),
+            AssetEvent.source_dag_id == dag_id,
+            AssetEvent.source_run_id == run_id,
+            AssetEvent.source_task_id == task_id,
+            AssetEvent.source_map_index == map_index,
+        )
+        .order_by(AssetEvent.id.desc())
+        .limit(1)
+    )
+    if uri is None:
+        return None
+    try:
+        return parse_table_uri(uri)
+    except ValueError:
+        return None
+
+
+def _aware(moment: datetime) -> datetime:
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
