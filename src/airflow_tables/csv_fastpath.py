@@ -27,12 +27,15 @@ is built.
 from __future__ import annotations
 
 import os
+from types import ModuleType
 from typing import NamedTuple, Protocol
 
 from airflow_tables import csv_rules
 
+_speedups: ModuleType | None
 try:
-    from airflow_tables import _speedups
+    # A compiled module: no stub, so the checker does not know it (see setup.py).
+    from airflow_tables import _speedups  # type: ignore[attr-defined,no-redef]
 except ImportError:  # not built here (no C compiler at install time): the pure-Python kernel does
     _speedups = None
 
@@ -90,11 +93,14 @@ class NativeKernel:
     parallel_min_bytes = 128 * 1024 * 1024
 
     def __init__(self, delimiter: str, columns: int) -> None:
+        if _speedups is None:
+            raise RuntimeError("the native kernel is not built here; use native_available() to choose")
+        self._native = _speedups
         self.delimiter = delimiter
         self.columns = columns
 
     def scan(self, block: memoryview, final: bool) -> BlockScan:
-        records, consumed, stopped, utf8_error = _speedups.plain_records(block, self.delimiter, self.columns, final)
+        records, consumed, stopped, utf8_error = self._native.plain_records(block, self.delimiter, self.columns, final)
         return BlockScan(records, consumed, stopped, utf8_error if 0 <= utf8_error < consumed else -1)
 
 

@@ -13,8 +13,8 @@ from urllib.parse import quote
 from airflow.sdk import BaseOperatorLink
 
 if TYPE_CHECKING:
-    from airflow.models.taskinstancekey import TaskInstanceKey
     from airflow.sdk import BaseOperator
+    from airflow.sdk.types import TaskInstanceKey
 
 
 def table_url(app_url: str | None, project_id: str, card_id: str) -> str | None:

@@ -27,7 +27,6 @@ pandas is imported here, never when the hook module is (Airflow parses DAG files
 from __future__ import annotations
 
 import csv
-import logging
 import math
 import numbers
 import os
@@ -41,6 +40,8 @@ from airflow_tables.exceptions import CsvValidationError
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from airflow_tables.hooks._http import LogLike
 
 #: Rows written at a time, so a large frame is not converted to text all at once.
 CHUNK_ROWS = 50_000
@@ -137,7 +138,7 @@ def column_names(columns: Any) -> list[str]:
     return names
 
 
-def upload_frame(df: pd.DataFrame, log: logging.Logger) -> pd.DataFrame:
+def upload_frame(df: pd.DataFrame, log: LogLike) -> pd.DataFrame:
     """``df`` as the table will hold it: named index levels as leading columns, flat text column names."""
     levels = list(df.index.names)
     named = [i for i, level in enumerate(levels) if level is not None]
@@ -167,7 +168,7 @@ def upload_frame(df: pd.DataFrame, log: logging.Logger) -> pd.DataFrame:
 
 
 @contextmanager
-def written_csv(df: pd.DataFrame, name: str, log: logging.Logger) -> Iterator[str]:
+def written_csv(df: pd.DataFrame, name: str, log: LogLike) -> Iterator[str]:
     """Write ``df`` to a validated temporary CSV named after ``name``; yield its path, remove it afterwards."""
     pd = _pandas()
     if not isinstance(df, pd.DataFrame):

@@ -19,7 +19,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from airflow_tables import __version__
@@ -63,6 +63,14 @@ _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off"}
 
 log = logging.getLogger(__name__)
+
+
+class LogLike(Protocol):
+    """What the clients need of a logger: ``logging.Logger`` and Airflow's task loggers alike."""
+
+    def info(self, msg: Any, /, *args: Any) -> Any: ...
+
+    def warning(self, msg: Any, /, *args: Any) -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -235,7 +243,7 @@ def interpret(settings: Settings, req: Request, status: int, headers: Mapping[st
         msg = f"{kind} response ({headers.get('Content-Type') or 'no content type'}): {_excerpt(content)!r}"
     cls = ERRORS.get(status) or (DataTablesServerError if status >= 500 else DataTablesError)
     error = cls(status, settings.scrub(msg), method=req.method, url=req.url)
-    if status in TRANSIENT_STATUSES:
+    if isinstance(error, (DataTablesRateLimitedError, DataTablesServerError)):
         error.retry_after = parse_retry_after(headers.get("Retry-After"))
     raise error
 
@@ -347,7 +355,7 @@ class RetryPolicy:
     backoff_base: float = 1.0
     backoff_max: float = 60.0
     max_retry_after: float = 300.0
-    logger: logging.Logger = field(default=log, repr=False, compare=False)
+    logger: LogLike = field(default=log, repr=False, compare=False)
 
     def wait(self, attempt: int, error: DataTablesError, *, idempotent: bool) -> float | None:
         """Seconds to wait before retry number ``attempt + 1``, or ``None`` to give up and raise."""

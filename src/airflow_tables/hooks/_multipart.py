@@ -8,10 +8,13 @@ Each iteration opens the file again, so a retried request sends it from the star
 
 from __future__ import annotations
 
-import logging
 import os
 import secrets
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from airflow_tables.hooks._http import LogLike
 
 BLOCK_SIZE = 4 * 1024 * 1024
 PROGRESS_MIN_BYTES = 8 * 1024 * 1024
@@ -34,7 +37,7 @@ class MultipartFile:
         filename: str | None = None,
         media_type: str = "text/csv",
         block_size: int = BLOCK_SIZE,
-        logger: logging.Logger | None = None,
+        logger: LogLike | None = None,
     ) -> None:
         self.path = os.fspath(path)
         self.size = os.path.getsize(self.path)
@@ -77,7 +80,7 @@ class MultipartFile:
                     break
                 # The block is sent before the next readinto() overwrites the buffer.
                 yield view[:n]
-                if step and sent >= next_report:
+                if step and self.logger is not None and sent >= next_report:
                     self.logger.info(
                         "Uploaded %d%% of %s (%.1f of %.1f MiB)",
                         100 * sent // self.size,

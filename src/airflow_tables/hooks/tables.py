@@ -12,7 +12,7 @@ import itertools
 import os
 import time
 from collections.abc import AsyncIterator, Callable, Collection, Iterable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import requests
 from airflow.sdk import BaseHook
@@ -253,8 +253,9 @@ class DataTablesHook(BaseHook):
             except httpx.ConnectError as exc:
                 import ssl
 
-                if isinstance(exc.__context__, ssl.SSLError) or "SSL" in type(exc.__context__).__name__:
-                    raise tls_error(req, exc.__context__) from None
+                cause = exc.__context__
+                if cause is not None and (isinstance(cause, ssl.SSLError) or "SSL" in type(cause).__name__):
+                    raise tls_error(req, cause) from None
                 raise connection_error(settings, req, exc, sent=False) from exc
             except httpx.TransportError as exc:
                 sent = not isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout))
@@ -361,7 +362,9 @@ class DataTablesHook(BaseHook):
             # A fresh connection: a stale pooled one could fail after sending and look ambiguous.
             with requests.Session() as session:
                 try:
-                    resp = session.post(req.url, data=body, **{**_options(settings, req), "headers": headers})
+                    # requests streams any iterable of bytes-likes; its stubs only name bytes and str.
+                    data = cast(Iterable[bytes], body)
+                    resp = session.post(req.url, data=data, **{**_options(settings, req), "headers": headers})
                 except _LOCAL as exc:
                     raise local_error(req, exc) from None
                 except _NO_ANSWER as exc:

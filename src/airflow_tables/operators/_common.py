@@ -39,10 +39,10 @@ class DataTablesTaskMixin:
                     f"out to use connection {self.datatables_conn_id!r}'s; nothing was sent."
                 )
             return project
-        project = self.hook.settings.project_id
-        if not project:
+        default = self.hook.settings.project_id
+        if not default:
             raise AirflowFailException(
                 f"{self.task_id}: no project_id given, and connection {self.datatables_conn_id!r} "
                 "has no project_id extra"
             )
-        return project
+        return default

@@ -18,7 +18,10 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk.bases.operator import BaseOperatorMeta
 
 if TYPE_CHECKING:
+    from logging import Logger
+
     from airflow.sdk import Context
+    from pydantic import JsonValue
 
 
 class _VariableStore:
@@ -59,6 +62,20 @@ class DurableJobMixin:
     """
 
     external_id_key: str  # set by the operator, as with the SDK's mixin
+    if TYPE_CHECKING:  # what the operator provides; declared for the checker only, so nothing here shadows it
+        log: Logger
+
+        def submit_job(self, context: Context) -> JsonValue: ...
+
+        def get_job_status(self, external_id: JsonValue, context: Context) -> str: ...
+
+        def is_job_active(self, status: str) -> bool: ...
+
+        def is_job_succeeded(self, status: str) -> bool: ...
+
+        def poll_until_complete(self, external_id: JsonValue, context: Context) -> None: ...
+
+        def get_job_result(self, external_id: JsonValue, context: Context) -> Any: ...
 
     # Operators' __init__ methods are wrapped by BaseOperatorMeta; a mixin's must be too (as the SDK's is).
     @BaseOperatorMeta._apply_defaults  # type: ignore[type-var]

@@ -23,6 +23,7 @@ from airflow_tables.operators._resumable import ResumableJobMixin, durable_store
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
+    from pydantic import JsonValue
 
     from airflow_tables.hooks.status import Look
 
@@ -127,12 +128,19 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
     # -- the steps ----------------------------------------------------------------------------
 
     def execute(self, context: Context) -> str:
+        # The "Open table" link reads this XCom when the task ends; until the service accepts the
+        # file there is no table, and a link with no XCom at all logs an error.
+        context["ti"].xcom_push(key=DataTablesTableLink().xcom_key, value="")
         self._check_arguments()
-        card_id = self.execute_resumable(context)
-        self._record_asset_event(context, self._job or _job(self.department, card_id, None))
-        return card_id
+        self.execute_resumable(context)
+        # Every path through execute_resumable published the job it ended with (_publish).
+        job = self._job
+        if job is None:
+            raise AirflowException(f"{self.task_id}: the import ended without a table; this is a bug")
+        self._record_asset_event(context, job)
+        return job["card_id"]
 
-    def submit_job(self, context: Context) -> dict:
+    def submit_job(self, context: Context) -> JsonValue:
         """Check the file, then import it once; return what a retry needs to find the table again.
 
         Before the file is sent, a note of what to look for goes to the task's durable store.
@@ -151,8 +159,9 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
         self._publish(context, job)
         return job
 
-    def get_job_status(self, external_id: Any, context: Context) -> str:
-        return self.hook.look(external_id["project_id"], _watch(external_id)).status.value
+    def get_job_status(self, external_id: JsonValue, context: Context) -> str:
+        job = _as_job(external_id)
+        return self.hook.look(job["project_id"], _watch(job)).status.value
 
     def is_job_active(self, status: str) -> bool:
         # A table read badly counts as "active" so that the retry reports the failure
@@ -162,17 +171,14 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
     def is_job_succeeded(self, status: str) -> bool:
         return status == TableStatus.READY.value
 
-    def poll_until_complete(self, external_id: Any, context: Context) -> str:
-        """Wait for the table; return the CardID.
-
-        The return value matters: when a retry reconnects to a table still being read,
-        Airflow 3.3's ResumableJobMixin returns what this returns, not get_job_result's.
-        """
-        self._publish(context, external_id)
-        project, card_id = external_id["project_id"], external_id["card_id"]
-        if not self.wait_for_completion or external_id.get("skipped"):
-            return card_id
-        look = self.hook.look(project, _watch(external_id))  # a finished table never defers
+    def poll_until_complete(self, external_id: JsonValue, context: Context) -> None:
+        """Wait for the table (the CardID it ends with is the published job's, see ``execute``)."""
+        job = _as_job(external_id)
+        self._publish(context, job)
+        project, card_id = job["project_id"], job["card_id"]
+        if not self.wait_for_completion or job.get("skipped"):
+            return
+        look = self.hook.look(project, _watch(job))  # a finished table never defers
         if not look.status.is_terminal and self.deferrable:
             self.log.info("Table %s is being read; deferring the wait to the triggerer", card_id)
             self.defer(
@@ -188,11 +194,11 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
         if not look.status.is_terminal:
             look = self.hook.wait_for_table(project, look.watch, poll_interval=self.poll_interval, timeout=self.timeout)
         self._log_ready(_waiting.finished(look, project))
-        return card_id
 
-    def get_job_result(self, external_id: Any, context: Context) -> str:
-        self._publish(context, external_id)
-        return external_id["card_id"]
+    def get_job_result(self, external_id: JsonValue, context: Context) -> str:
+        job = _as_job(external_id)
+        self._publish(context, job)
+        return job["card_id"]
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> str:
         """Resume after the trigger: the CardID when the table was read well, else fail closed."""
@@ -598,6 +604,17 @@ def last_upload(ref: TableRef) -> dict | None:
 
 #: How many of a table's newest asset events are searched for the last upload record.
 _RECORDS_LOOKED_AT = 50
+
+
+def _as_job(external_id: JsonValue) -> dict:
+    """The job a try stored, checked: a task state store holding anything else fails closed."""
+    if (
+        not isinstance(external_id, dict)
+        or not isinstance(external_id.get("project_id"), str)
+        or not isinstance(external_id.get("card_id"), str)
+    ):
+        raise AirflowFailException(f"the stored import job {external_id!r} is not one this operator wrote")
+    return external_id
 
 
 def _watch(job: dict) -> TableWatch:
