@@ -46,9 +46,8 @@ def test_dag_imports_fast_and_light(path):
     probe = json.loads(out.stdout.strip().splitlines()[-1])
     assert probe["dags"] == [path.stem]
     assert probe["heavy"] == [], f"imported at parse time: {probe['heavy']}"
-    # Our part of the parse must stay small; the whole parse time (< 2 s, most of it Airflow's own
-    # import) is a speed claim, measured against Airflow alone in benchmarks/parse.py, not here.
-    assert probe["ours"] < 0.5, probe
+    # How long a parse takes (< 2 s, most of it Airflow's own import) is a speed claim, measured
+    # against Airflow alone in benchmarks/parse.py; here, what the file pulls in.
 
 
 def test_dags_have_doc_markers():

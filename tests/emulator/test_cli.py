@@ -186,11 +186,9 @@ def test_a_data_directory_serves_one_emulator_at_a_time(emulator):
     assert result.returncode == 1 and "another emulator is using the data directory" in result.stderr
 
 
-def test_start_up_takes_well_under_a_second(tmp_path):
-    durations = []
-    for _ in range(3):
-        started = time.perf_counter()
+def test_it_starts_again_on_the_same_data_directory(tmp_path):
+    # How fast it starts is a speed claim: benchmarks/parse.py measures it (< 1 s).
+    for _ in range(2):
         emu = EmulatorProcess(tmp_path / "startup").start()
-        durations.append(time.perf_counter() - started)
+        assert emu.list_cards(emu.project_id) is not None
         emu.stop()
-    assert min(durations) < 1.0, durations

@@ -197,9 +197,8 @@ def test_import_is_light():
         "print(sorted(m for m in ('pandas', 'pyarrow', 'great_expectations', 'airflow', 'numpy') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    seconds, heavy = out.stdout.splitlines()
-    assert heavy == "[]"
-    assert float(seconds) < 0.05 * 3  # 50 ms target; generous here, measured in the note
+    _seconds, heavy = out.stdout.splitlines()
+    assert heavy == "[]"  # its import time (<= 50 ms) is measured in benchmarks/parse.py
 
 
 @pytest.mark.parametrize(
