@@ -1,8 +1,9 @@
 """Every day, replace one table's data with that day's file; the table keeps its CardID.
 
-The table is published as an Asset (``datatables://<service>/<ProjectID>/<CardID>``), so DAGs
-scheduled on it (see example_datatables_on_refresh) run after each refresh. The ids
-come from the environment here; in your DAG they are the ids on the service's API page.
+The table is published as an Asset (``datatables://<service>/<ProjectID>/<CardID>``), so
+DAGs scheduled on it (see example_datatables_on_refresh) run after each refresh. The ids
+come from the environment here (docs/examples.md); in your DAG they are the ids on the
+service's API page.
 """
 
 from __future__ import annotations

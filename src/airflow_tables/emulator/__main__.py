@@ -154,9 +154,27 @@ def banner(config: EmulatorConfig, url: str, first_run: bool) -> str:
     return "\n".join(lines)
 
 
+#: The server's modules, installed with the provider's ``emulator`` extra.
+SERVER_MODULES = ("starlette", "uvicorn", "python_multipart")
+
+
+def missing_server_modules() -> list[str]:
+    """The server modules this environment lacks (looked up, not imported: --help stays instant)."""
+    import importlib.util
+
+    return [name for name in SERVER_MODULES if importlib.util.find_spec(name) is None]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if missing := missing_server_modules():
+        print(
+            f"airflow-tables-emulator: the emulator's server needs {' and '.join(missing)} (not installed here); "
+            "install the provider with its 'emulator' extra: pip install 'airflow-tables[emulator]'",
+            file=sys.stderr,
+        )
+        return 1
     if args.ssl_keyfile and not args.ssl_certfile:
         parser.error("--ssl-keyfile needs --ssl-certfile")
     config = EmulatorConfig(
