@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 from urllib.parse import unquote
 
 from airflow_tables.assets import TableRef, parse_table_uri
@@ -23,9 +23,8 @@ if TYPE_CHECKING:
 CREDIT_WINDOW = timedelta(days=7)
 
 
-@dataclass(frozen=True)
-class LastImport:
-    """The task instance that last imported or replaced a table."""
+class LastImport(NamedTuple):
+    """The task instance that last imported or replaced a table (a tuple: there are thousands)."""
 
     dag_id: str
     task_id: str
@@ -75,7 +74,9 @@ def last_imports(session: Session, service: str, project_id: str) -> dict[str, L
     prefix = department_prefix(service, project_id)
     for uri, dag_id, task_id, run_id, map_index, timestamp in session.execute(query):
         # Every URI starts with the department's prefix (the query says so); the rest is the CardID.
-        card_id = unquote(uri[len(prefix) :])
+        card_id = uri[len(prefix) :]
+        if "%" in card_id:
+            card_id = unquote(card_id)
         found[card_id] = LastImport(
             dag_id, task_id or "", run_id or "", -1 if map_index is None else map_index, timestamp
         )

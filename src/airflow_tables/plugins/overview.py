@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import quote
 
 from airflow_tables.hooks.status import TableStatus
@@ -29,8 +29,7 @@ STATE_ORDER = {"being_read": 0, "failed": 1, "ready": 2}
 MAX_PAGE = 500
 
 
-@dataclass(frozen=True)
-class ListedTable:
+class ListedTable(NamedTuple):
     """One table of a listing, with its state (worked out once) and Airflow's last import of it."""
 
     card: Mapping[str, Any]
