@@ -258,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
                 ),
                 Row(
                     "UI page render",
-                    f"{case}, warm: shared listing, vs list_cards",
+                    f"{case}, warm: shared view, vs list_cards",
                     f"{t_warm * 1000:.0f} ms",
                     f"{t_direct:.2f} s",
                     t_warm / t_direct,
