@@ -84,12 +84,15 @@ def test_the_page_shows_ready_failed_and_being_read_tables_and_the_importing_dag
 
     monitor = Monitor(30, base_path="/airflow")
     view = default_view(monitor, emulator)
-    states = {row["card_id"]: (row["state"], row["state_label"]) for row in view.rows}
+    listed = page_of(view, limit=500)
+    assert listed["total"] <= 500, "the shared emulator's department outgrew one page"
+    rows = listed["rows"]
+    states = {row["card_id"]: (row["state"], row["state_label"]) for row in rows}
     assert states[ready_id] == ("ready", "Ready")
     assert states[failed_id] == ("failed", "Failed")
     assert states[reading_id] == ("being_read", "Being read")
     assert view.being_read and view.counts["being_read"] >= 1 and view.counts["failed"] >= 1
-    assert view.rows[0]["state"] == "being_read", "tables being read come first"
+    assert rows[0]["state"] == "being_read", "tables being read come first"
 
     ready = view.find(ready_id)
     last = ready["last"]
@@ -123,7 +126,7 @@ def test_a_service_that_is_down_or_refuses_the_key_is_a_message_without_the_key(
     monitor = Monitor(30)
     down = monitor.department(monitor.connection("datatables_down"), "PRJ-test")
     refused = monitor.department(monitor.connection("datatables_refused"), "PRJ-test")
-    assert down.error and "did not answer" in down.error and not down.rows
+    assert down.error and "did not answer" in down.error and not down.tables
     assert refused.error and "HTTP 401" in refused.error
     text = json.dumps([page_of(down), page_of(refused), [i.as_json() for i in monitor.connections()]])
     for key in (DOWN_KEY, BAD_KEY, connections.api_key):
@@ -146,11 +149,11 @@ def test_pages_filter_by_state_and_text(imported, connections, tmp_path):
 
     failed = page_of(view, state="failed")
     assert failed["rows"] and {row["state"] for row in failed["rows"]} == {"failed"}
-    assert failed["total"] == len(view.rows) and failed["matching"] == view.counts["failed"]
+    assert failed["total"] == len(view.tables) and failed["matching"] == view.counts["failed"]
     by_dag = page_of(view, text="DT_IMPORT_POKE")
     assert by_dag["rows"] and all(row["last"]["dag_id"] == "dt_import_poke" for row in by_dag["rows"])
     one = page_of(view, offset=1, limit=1)
-    assert one["rows"] == [view.rows[1]] and one["limit"] == 1
+    assert one["rows"] == [view.row(view.tables[1])] and one["limit"] == 1
 
 
 def test_the_task_view_finds_the_table_of_an_import_task(imported, connections):
@@ -165,3 +168,44 @@ def test_the_task_view_finds_the_table_of_an_import_task(imported, connections):
     assert hidden["table"] is None and "not listed" in hidden["message"]
     other = monitor.task_table(dag_run.dag_id, dag_run.run_id, "no_such_task", -1, readable=lambda conn_id: True)
     assert other["card_id"] is None and "no card_id" in other["message"]
+
+
+def test_credits_sum_the_credits_extra_of_the_last_seven_days(dags_module):
+    """Events of one department only; ``credits`` counted where present, 1 where absent."""
+    from datetime import datetime, timedelta, timezone
+
+    from airflow.models.asset import AssetEvent, AssetModel
+    from airflow.utils.session import create_session
+
+    from airflow_tables.assets import table_ref
+    from airflow_tables.plugins.events import credits_spent
+
+    now = datetime(2026, 5, 20, 12, 0, tzinfo=timezone.utc)
+    events = [  # (department, hours before now, extra, from a task?)
+        ("PRJ-credits", 1, {"credits": 2}, True),
+        ("PRJ-credits", 2, {}, True),  # before imports recorded credits: one
+        ("PRJ-credits", 3, {"credits": 0}, True),  # skipped as unchanged: free
+        ("PRJ-credits", 30, {"credits": 1}, True),  # yesterday: the week only
+        ("PRJ-credits", 24 * 8, {"credits": 5}, True),  # older than 7 days
+        ("PRJ-credits", 1, {"credits": 7}, False),  # a watcher's event: not Airflow's import
+        ("PRJ-credits-other", 1, {"credits": 9}, True),  # another department with a longer name
+    ]
+    with create_session() as session:
+        for i, (project, hours, extra, by_task) in enumerate(events):
+            ref = table_ref(project, f"CRD-credits-{i}", service="https://credits.example")
+            asset = AssetModel(uri=ref.uri, name=f"credits test {i}", group="datatables")
+            session.add(asset)
+            session.flush()
+            session.add(
+                AssetEvent(
+                    asset_id=asset.id,
+                    extra=extra,
+                    timestamp=now - timedelta(hours=hours),
+                    source_dag_id="d" if by_task else None,
+                    source_task_id="t" if by_task else None,
+                    source_run_id="r" if by_task else None,
+                )
+            )
+    with create_session() as session:
+        credits = credits_spent(session, "credits.example", "PRJ-credits", now=now)
+    assert (credits.today, credits.last_7_days) == (3, 4)

@@ -1,23 +1,24 @@
 """A department as the page shows it: one row per table, a summary line, and the page of rows asked for.
 
-Rows are built once per listing (the listing is cached and shared, see :mod:`.cache`) and
-then only filtered and sliced per request, so a department of 10,000 tables costs a viewer
-a slice, not a rebuild. A table's state in words comes from
-:class:`~airflow_tables.hooks.status.TableStatus`, nowhere else.
+A view is built once per listing (the listing is cached and shared, see :mod:`.cache`):
+each table's state, its last import and the order are worked out then. A request only
+filters and slices, and only the rows it returns are turned into JSON, so a department of
+10,000 tables costs a viewer one page of rows, not 10,000. A table's state in words comes
+from :class:`~airflow_tables.hooks.status.TableStatus`, nowhere else.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import quote
 
 from airflow_tables.hooks.status import TableStatus
 from airflow_tables.links import table_url
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Iterable, Mapping, Sequence
 
     from airflow_tables.plugins.connections import ConnectionInfo
     from airflow_tables.plugins.events import Credits, LastImport
@@ -28,24 +29,49 @@ STATE_ORDER = {"being_read": 0, "failed": 1, "ready": 2}
 MAX_PAGE = 500
 
 
+class ListedTable(NamedTuple):
+    """One table of a listing, with its state (worked out once) and Airflow's last import of it."""
+
+    card: Mapping[str, Any]
+    state: str
+    last: LastImport | None
+
+    def matches(self, needle: str) -> bool:
+        """Whether a case-folded text is in the CardID, the name or the importing DAG's id."""
+        return (
+            needle in str(self.card["CardID"]).casefold()
+            or needle in str(self.card.get("CardName") or "").casefold()
+            or (self.last is not None and needle in self.last.dag_id.casefold())
+        )
+
+
 @dataclass(frozen=True)
 class DepartmentView:
     """One department of one connection, built from one listing; ``error`` when it could not be listed."""
 
     conn_id: str
     project_id: str
-    rows: tuple[dict[str, Any], ...] = ()
+    tables: tuple[ListedTable, ...] = ()
     counts: dict[str, int] = field(default_factory=dict)
     credits: Credits | None = None
     error: str | None = None
+    app_url: str | None = None
+    base_path: str = ""
     built_at: float = field(default_factory=time.time)
 
     @property
     def being_read(self) -> bool:
         return self.counts.get("being_read", 0) > 0
 
+    def row(self, table: ListedTable) -> dict[str, Any]:
+        return table_row(
+            table.card, table.last, project_id=self.project_id, app_url=self.app_url, base_path=self.base_path
+        )
+
     def find(self, card_id: str) -> dict[str, Any] | None:
-        return next((row for row in self.rows if row["card_id"] == card_id), None)
+        """The row of one table, or ``None`` when the listing does not hold it."""
+        found = next((table for table in self.tables if table.card["CardID"] == card_id), None)
+        return None if found is None else self.row(found)
 
 
 def airflow_links(base_path: str, last: LastImport) -> dict[str, str]:
@@ -97,41 +123,30 @@ def build_view(
     *,
     base_path: str,
 ) -> DepartmentView:
-    """Rows sorted for attention (being read, failed, ready; newest first within each) and the counts."""
-    rows = [
-        table_row(
-            card,
-            last_imports.get(str(card["CardID"])),
-            project_id=project_id,
-            app_url=info.app_url,
-            base_path=base_path,
-        )
-        for card in cards
+    """Tables sorted for attention (being read, failed, ready; newest first within each) and the counts."""
+    tables = [
+        ListedTable(card, TableStatus.from_summary(card).value, last_imports.get(str(card["CardID"]))) for card in cards
     ]
-    rows.sort(key=lambda row: row["completed"] or "", reverse=True)
-    rows.sort(key=lambda row: STATE_ORDER.get(row["state"], len(STATE_ORDER)))
+    tables.sort(key=lambda table: str(table.card.get("UploadCompletionTime") or ""), reverse=True)
+    tables.sort(key=lambda table: STATE_ORDER.get(table.state, len(STATE_ORDER)))
     counts = dict.fromkeys(STATE_LABELS, 0)
-    for row in rows:
-        counts[row["state"]] = counts.get(row["state"], 0) + 1
-    return DepartmentView(info.conn_id, project_id, tuple(rows), counts, credits)
+    for table in tables:
+        counts[table.state] = counts.get(table.state, 0) + 1
+    return DepartmentView(
+        info.conn_id, project_id, tuple(tables), counts, credits, app_url=info.app_url, base_path=base_path
+    )
 
 
 def page_of(
     view: DepartmentView, *, state: str | None = None, text: str | None = None, offset: int = 0, limit: int = 100
 ) -> dict[str, Any]:
     """The part of a department one request asks for: filtered by state and text, then one page of rows."""
-    matching = list(view.rows)
+    matching: Sequence[ListedTable] = view.tables
     if state:
-        matching = [row for row in matching if row["state"] == state]
+        matching = [table for table in matching if table.state == state]
     if text:
         needle = text.casefold()
-        matching = [
-            row
-            for row in matching
-            if needle in row["card_id"].casefold()
-            or needle in str(row["name"] or "").casefold()
-            or (row["last"] is not None and needle in row["last"]["dag_id"].casefold())
-        ]
+        matching = [table for table in matching if table.matches(needle)]
     offset = max(0, offset)
     limit = min(max(1, limit), MAX_PAGE)
     credits = view.credits
@@ -143,11 +158,11 @@ def page_of(
         "counts": view.counts,
         "credits": None if credits is None else {"today": credits.today, "last_7_days": credits.last_7_days},
         "being_read": view.being_read,
-        "total": len(view.rows),
+        "total": len(view.tables),
         "matching": len(matching),
         "offset": offset,
         "limit": limit,
-        "rows": matching[offset : offset + limit],
+        "rows": [view.row(table) for table in matching[offset : offset + limit]],
     }
 
 
