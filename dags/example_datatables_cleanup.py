@@ -30,7 +30,7 @@ with DAG(
 
         from airflow_tables.hooks.tables import DataTablesHook
 
-        pattern = params["pattern"]
+        pattern = (params or {}).get("pattern", "orders*")
         cards = DataTablesHook().list_cards(None)
         matched = [card["CardID"] for card in cards if fnmatch(card.get("CardName") or "", pattern)]
         print(f"{len(matched)} of {len(cards)} tables match {pattern!r}")

@@ -208,7 +208,7 @@ class _RangeReader:
             self._check_utf8(block)
             self._check_nul(block)
             yield from io.StringIO(block.decode("latin-1"), newline="")  # one char per byte
-            self.result.lines += line_breaks(block)
+            self.result.lines = (self.result.lines or 0) + line_breaks(block)
             self.result.end = f.tell()
 
     def _line_at(self, block: bytes, index: int) -> int:

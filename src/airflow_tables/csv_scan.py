@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import io
 import os
-from collections.abc import Iterator
+from collections.abc import Generator
 from dataclasses import dataclass, field
 
 from airflow_tables import csv_fastpath, csv_rules
@@ -158,7 +158,7 @@ def _heading_byte_problems(header: bytes, line: int) -> list[Problem]:
     return problems
 
 
-def data_records(scan: FileScan) -> Iterator[tuple[int, list[str]]]:
+def data_records(scan: FileScan) -> Generator[tuple[int, list[str]], None, None]:
     """Stream ``(line, fields)`` for the records after the header of a scanned file.
 
     Fields are decoded as UTF-8 (bad bytes replaced); this is how the emulator reads

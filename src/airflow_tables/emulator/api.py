@@ -235,6 +235,8 @@ class Api:
             problem = csv_rules.too_large_problem(upload.size, self.config.limits)
             raise ApiError(413, f"the file {upload.filename!r} was refused and no credit was used: {problem.message}")
         self.store.check_import(key.organisation, project_id, card_id)
+        if upload.path is None:  # kept for every known caller's upload that is not too large
+            raise ApiError(400, f"the file {upload.filename!r} was not received whole")
         scan = await run_in_threadpool(csv_scan.scan_file, upload.path, self.config.limits)
         if scan.errors:
             problems = "; ".join(str(p) for p in scan.errors)

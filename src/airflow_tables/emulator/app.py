@@ -30,7 +30,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("airflow_tables.emulator")
 
 
-async def _http_error(request: Request, exc: HTTPException) -> Response:
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)  # registered for HTTPException only
     path = request.url.path
     if exc.status_code == 404 and len(path) > 1 and path.endswith("/"):
         msg = f"there is no endpoint {request.method} {path}; the service's paths have no trailing slash"

@@ -26,8 +26,12 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from airflow_tables.emulator.api import json_response
+
+if TYPE_CHECKING:
+    from starlette.responses import Response
 from airflow_tables.emulator.errors import ApiError
 
 METHODS = frozenset({"GET", "POST", "DELETE", "PUT", "HEAD"})
@@ -77,9 +81,9 @@ class FaultRule:
             path=path,
             status=status,
             retry_after=_number(data, "retry_after", where, None),
-            latency=_number(data, "latency", where, 0.0),
+            latency=_amount(data, "latency", where, 0.0),
             drop=drop,
-            probability=_number(data, "probability", where, 1.0),
+            probability=_amount(data, "probability", where, 1.0),
             times=data.get("times"),
         )
         if rule.probability > 1:
@@ -105,6 +109,11 @@ def _number(data: dict, name: str, where: str, default: float | None) -> float |
     if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0):
         raise ApiError(400, f"{where}.{name} must be a number of 0 or more, not {value!r}")
     return value
+
+
+def _amount(data: dict, name: str, where: str, default: float) -> float:
+    value = _number(data, name, where, default)
+    return default if value is None else value
 
 
 class Faults:
@@ -167,7 +176,9 @@ class FaultMiddleware:
             await self.app(scope, receive, _recording(send, entry))
 
 
-def _fault_response(rule: FaultRule, entry: dict):
+def _fault_response(rule: FaultRule, entry: dict) -> Response:
+    if rule.status is None:
+        raise ValueError("a fault rule without a status drops the connection; it has no response")
     headers = {}
     if rule.status == 429 or rule.retry_after is not None:
         headers["Retry-After"] = str(math.ceil(rule.retry_after if rule.retry_after is not None else 1))

@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 from python_multipart.multipart import parse_options_header
 
@@ -83,7 +84,7 @@ class FormParser:
         # preamble just another part whose bytes are dropped.
         self._buf = b"\r\n"
         self._state = "data"
-        self._sink = None  # an open file, a bytearray (text field) or None (discard)
+        self._sink: BinaryIO | bytearray | None = None  # an open file, a text field's bytes, or discard
         self._part_name: str | None = None
 
     def feed(self, chunk: bytes) -> None:

@@ -115,6 +115,9 @@ class Reader:
 
     def read(self, card: Card, scan: csv_scan.FileScan | None = None) -> None:
         """Read the file and end the reading, one way or the other."""
+        if card.pending_file is None:  # only a table being read is handed here
+            raise ValueError(f"table {card.card_id} has no file being read")
+        pending_file = card.pending_file
         name = card.pending_name or "the file"
         profile = TableProfile(card.rows, card.columns, "")  # what a failed reading leaves
         successful = False
@@ -131,7 +134,7 @@ class Reader:
         self.settings.wait_until_due(card.accepted_at or 0.0)
         self.store.finish_reading(
             card.card_id,
-            card.pending_file,
+            pending_file,
             rows=profile.rows,
             columns=profile.columns,
             description=profile.description,
@@ -140,6 +143,8 @@ class Reader:
 
     def _rescan(self, card: Card) -> csv_scan.FileScan:
         """Scan the kept file again (a resumed reading has no upload check to start from)."""
+        if card.pending_file is None:
+            raise ReadingFailed("the table has no file being read")
         path = self.store.path(card.pending_file)
         if not path.is_file():
             raise ReadingFailed("the uploaded file is no longer in the emulator's data directory")

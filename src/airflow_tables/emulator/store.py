@@ -379,7 +379,7 @@ class Store:
     def remove_orphan_files(self) -> int:
         """Delete data files no table points to (uploads cut short, removals interrupted)."""
         with self._lock:
-            used = set()
+            used: set[str] = set()
             for row in self._db.execute("SELECT file, pending_file FROM cards"):
                 used.update(f for f in (row["file"], row["pending_file"]) if f)
         removed = 0

@@ -113,8 +113,8 @@ class EmulatorProcess:
         self.base_url = ""
         self.process: subprocess.Popen | None = None
         keys = self.config.get("api_keys", [])
-        manage = next((k for k in keys if k.get("manage")), {})
-        read = next((k for k in keys if k.get("read") and not k.get("manage")), {})
+        manage: dict = next((k for k in keys if k.get("manage")), {})
+        read: dict = next((k for k in keys if k.get("read") and not k.get("manage")), {})
         self.api_key: str = manage.get("key", "")
         self.read_only_key: str = read.get("key", "")
         projects = list(manage.get("manage") or [])
@@ -205,9 +205,11 @@ class EmulatorProcess:
             proc.wait(timeout)
 
     def log_tail(self, lines: int = 40) -> str:
+        if self.data_dir is None:
+            return ""
         try:
             text = (self.data_dir / LOG_NAME).read_text(errors="replace")
-        except (OSError, TypeError):
+        except OSError:
             return ""
         return "\n".join(text.splitlines()[-lines:])
 

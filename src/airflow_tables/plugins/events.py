@@ -78,7 +78,7 @@ def last_imports(session: Session, service: str, project_id: str) -> dict[str, L
         if "%" in card_id:
             card_id = unquote(card_id)
         found[card_id] = LastImport(
-            dag_id, task_id or "", run_id or "", -1 if map_index is None else map_index, timestamp
+            dag_id or "", task_id or "", run_id or "", -1 if map_index is None else map_index, timestamp
         )
     return found
 

@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 try:
     from airflow.plugins_manager import AirflowPlugin
 except ImportError:  # a worker with the Task SDK only
-    from airflow.sdk.plugins_manager import AirflowPlugin  # type: ignore[no-redef]
+    from airflow.sdk.plugins_manager import AirflowPlugin  # type: ignore[assignment]  # the SDK's copy of the class
 
 URL_PREFIX = "/datatables"
 APP_FACTORY = "airflow_tables.plugins.app:create_app"
