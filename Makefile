@@ -20,3 +20,4 @@ bench: setup
 lint: setup
 	@.venv/bin/ruff check src tests dags benchmarks
 	@.venv/bin/ruff format --check src tests dags benchmarks
+	@.venv/bin/mypy
