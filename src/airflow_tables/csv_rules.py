@@ -104,6 +104,15 @@ def check_file_name(path: str | os.PathLike) -> Problem | None:
     return None
 
 
+def too_large_problem(size: int, max_bytes: int, *, at_least: bool = False) -> Problem:
+    """The problem for a file over the size limit (``at_least``: it was not read to its end)."""
+    return Problem(
+        "too-large",
+        f"the file is {'more than ' if at_least else ''}{size:,} bytes; the service takes at most {max_bytes:,} bytes "
+        f"({max_bytes / 1024**2:.0f} MiB). Split it or drop columns.",
+    )
+
+
 def sniff_encoding(head: bytes) -> Encoding:
     """Tell the encoding from the byte-order mark, refusing UTF-16 and UTF-32."""
     if head.startswith(codecs.BOM_UTF8):
@@ -119,17 +128,19 @@ def sniff_encoding(head: bytes) -> Encoding:
     # UTF-16 without a mark: every other byte of ASCII text is NUL.
     sample = head[:1024]
     if len(sample) >= 4 and sample[1::2].count(0) > len(sample) // 4 and sample[0::2].count(0) == 0:
-        return Encoding("utf-16-le", 0, [_wide_encoding_problem("utf-16-le")])
+        return Encoding("utf-16-le", 0, [_wide_encoding_problem("utf-16-le", bom=False)])
     if len(sample) >= 4 and sample[0::2].count(0) > len(sample) // 4 and sample[1::2].count(0) == 0:
-        return Encoding("utf-16-be", 0, [_wide_encoding_problem("utf-16-be")])
+        return Encoding("utf-16-be", 0, [_wide_encoding_problem("utf-16-be", bom=False)])
     return Encoding("utf-8")
 
 
-def _wide_encoding_problem(name: str) -> Problem:
+def _wide_encoding_problem(name: str, bom: bool = True) -> Problem:
+    # With a byte-order mark, Python's "utf-16" reads either byte order; without one, the order must be named.
     return Problem(
         "encoding",
         f"the file is encoded as {name.upper()}; the service reads UTF-8. "
-        f"Re-save it as UTF-8 (for example: iconv -f {name.upper()} -t UTF-8 in.csv > out.csv).",
+        f"Declare its encoding (encoding={name.rsplit('-', 1)[0] if bom else name!r}) to have it converted "
+        f"on upload, or re-save it as UTF-8 (for example: iconv -f {name.upper()} -t UTF-8 in.csv > out.csv).",
         line=1,
     )
 
@@ -140,7 +151,21 @@ def non_utf8_problem(line: int, byte: int) -> Problem:
         "encoding",
         f"byte 0x{byte:02X} is not valid UTF-8 (the file looks like Latin-1, "
         "Windows-1252 or another legacy encoding); the service reads UTF-8 and would garble it. "
-        "Re-save the file as UTF-8 (for example: iconv -f CP1252 -t UTF-8 in.csv > out.csv).",
+        "Declare the file's encoding (encoding='cp1252', for example) to have it converted on upload, "
+        "or re-save it as UTF-8 (for example: iconv -f CP1252 -t UTF-8 in.csv > out.csv).",
+        line=line,
+    )
+
+
+def undecodable_problem(line: int, encoding: str, offset: int, bad: bytes) -> Problem:
+    """The problem for the first bytes that are not valid in the file's declared encoding."""
+    shown = " ".join(f"0x{b:02X}" for b in bad[:4])
+    many = len(bad) > 1
+    return Problem(
+        "encoding",
+        f"byte{'s' if many else ''} {shown} (offset {offset:,}) {'are' if many else 'is'} not valid {encoding}: "
+        "the file was written in another encoding, or is damaged. Declare the encoding it was written in "
+        "(encoding=...).",
         line=line,
     )
 

@@ -93,13 +93,7 @@ def scan_file(
     if (problem := csv_rules.check_file_name(path)) is not None:
         scan.errors.append(problem)
     if size > max_bytes:
-        scan.errors.append(
-            Problem(
-                "too-large",
-                f"the file is {size:,} bytes; the service takes at most {max_bytes:,} bytes "
-                f"({max_bytes / 1024**2:.0f} MiB). Split it or drop columns.",
-            )
-        )
+        scan.errors.append(csv_rules.too_large_problem(size, max_bytes))
     with open(path, "rb") as f:
         head = f.read(csv_rules.SNIFF_BYTES)
         enc = csv_rules.sniff_encoding(head)

@@ -42,6 +42,7 @@ from airflow_tables.hooks._http import (
 )
 from airflow_tables.hooks._multipart import MultipartFile
 from airflow_tables.hooks.status import TableStatus, find_summary
+from airflow_tables.sources import SourceError, open_source
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -284,27 +285,40 @@ class DataTablesHook(BaseHook):
                 ) from None
             raise
 
-    def import_csv(self, project_id: str | None, file_path: str | os.PathLike, card_id: str | None = None) -> str:
+    def import_csv(
+        self,
+        project_id: str | None,
+        file_path: str | os.PathLike | Any,
+        card_id: str | None = None,
+        encoding: str | None = None,
+    ) -> str:
         """Upload a CSV as a new table, or as ``card_id``'s new data; return the CardID. Costs one credit.
+
+        ``file_path`` is a local path, an ``airflow.sdk.ObjectStoragePath`` or a URI
+        (``s3://aws_conn@bucket/key.csv``); the table is named after its base name.
+        ``encoding`` declares the file's encoding (a Python codec name): it is converted
+        to UTF-8 while it is sent, after a first pass that counts its UTF-8 length and
+        refuses a byte not valid in it. A file that cannot be read fails before any request.
 
         The file is streamed (never held in memory) and sent at most once: it is re-sent
         only when the connection was refused, so the service cannot have seen it. Any
         other failure after sending raises :class:`DataTablesImportUncertainError`.
         """
-        path = os.fspath(file_path)
-        if not os.path.isfile(path):
-            what = "is not a file" if os.path.exists(path) else "does not exist"
-            raise FileNotFoundError(f"{path} {what}; nothing was sent to the Data Tables Service.")
+        try:
+            source = open_source(file_path, encoding=encoding)
+            source.utf8_size()  # a converted file is read once to count: a byte not valid in it stops here
+        except SourceError as err:
+            raise type(err)(err.label, f"{err.reason}; nothing was sent to the Data Tables Service.") from None
         settings = self.settings
         project = self._project(settings, project_id)
         fields = {"ProjectID": project}
         if card_id is not None:
             card_segment(card_id)
             fields["CardID"] = card_id
-        body = MultipartFile(fields, "File", path, logger=self.log)
+        body = MultipartFile(fields, "File", source, logger=self.log)
         req = settings.request("POST", "data", "import")
         headers = {**req.headers, "Content-Type": body.content_type}
-        name = os.path.basename(path)
+        name = source.name
         self.log.info(
             "Importing %s (%.1f MiB) into department %s%s",
             name,
@@ -334,6 +348,14 @@ class DataTablesHook(BaseHook):
                     method="POST",
                     url=req.url,
                 ) from exc
+            if body.read_error:  # likewise: a storage error mid-way leaves a form no service can parse
+                raise DataTablesError(
+                    None,
+                    f"{name} could not be read to its end while it was being uploaded ({body.read_error}); the "
+                    "upload was cut off before its end, so nothing was imported.",
+                    method="POST",
+                    url=req.url,
+                ) from exc
             uncertain = exc.status_code is None or exc.status_code >= 500 or exc.status_code < 300
             if uncertain and not (isinstance(exc, DataTablesConnectionError) and not exc.request_sent):
                 raise self._uncertain(exc, name, fields) from exc
@@ -360,18 +382,40 @@ class DataTablesHook(BaseHook):
             url=exc.url,
         )
 
-    def import_dataframe(self, project_id: str | None, df: pd.DataFrame, name: str, card_id: str | None = None) -> str:
-        """Write ``df`` to a temporary CSV named ``name`` (``.csv`` added), validate, upload, remove it."""
-        from airflow_tables.validation import validate_csv
+    def import_dataframe(
+        self,
+        project_id: str | None,
+        df: pd.DataFrame,
+        name: str,
+        card_id: str | None = None,
+        encoding: str | None = None,
+    ) -> str:
+        """Write ``df`` to a temporary CSV named ``name`` (``.csv`` added), validate, upload, remove it.
 
+        With ``encoding``, the CSV is written in that encoding (a value it cannot represent
+        is a :class:`ValueError` naming it), checked in it and sent as UTF-8, as any file
+        declared in it would be: a way to make sure the table holds only what a system
+        reading that encoding downstream can take.
+        """
+        from airflow_tables.sources import open_source
+        from airflow_tables.sources.transcode import declared
+        from airflow_tables.validation import validate_source
+
+        declared(encoding)  # an unknown codec is a ValueError before the frame is written
         filename = name if name.endswith(".csv") else f"{name}.csv"
         if os.path.basename(filename) != filename or filename.startswith("."):
             raise ValueError(f"name must be a plain file name such as 'sales.csv', not {name!r}.")
         with tempfile.TemporaryDirectory(prefix="airflow-tables-") as tmp:
             path = os.path.join(tmp, filename)
-            df.to_csv(path, index=False, chunksize=50_000)
-            validate_csv(path).raise_for_errors()
-            return self.import_csv(project_id, path, card_id)
+            try:
+                df.to_csv(path, index=False, chunksize=50_000, encoding=encoding or "utf-8")
+            except UnicodeEncodeError as err:
+                raise ValueError(
+                    f"the frame holds text that {encoding} cannot represent: {err.object[err.start : err.end]!r}"
+                ) from None
+            source = open_source(path, encoding=encoding)
+            validate_source(source).raise_for_errors()
+            return self.import_csv(project_id, source, card_id)
 
     def find_card(self, project_id: str | None, card_id: str) -> dict | None:
         """The table's summary by the seed's polling rule (list, find the CardID), ``None`` if it is gone.

@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import AssetAlias, BaseOperator, conf
@@ -24,6 +24,8 @@ from airflow_tables.operators._resumable import ResumableJobMixin, durable_store
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
+
+    from airflow_tables.sources import Source
 
 _DEFERRABLE = conf.getboolean("operators", "default_deferrable", fallback=False)
 TABLES_ALIAS = AssetAlias(name=ALIAS_NAME, group="datatables")
@@ -56,7 +58,11 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
     importing again. The CardID and the table's URL go to XCom before the wait, and the
     task returns the CardID.
 
-    :param file_path: the CSV to upload (templated).
+    :param file_path: the CSV to upload (templated): a local path, an ``airflow.sdk.ObjectStoragePath``
+        or a URI such as ``s3://aws_conn@bucket/key.csv`` (see docs/sources.md); the table is named
+        after its base name.
+    :param encoding: the file's encoding, a Python codec name such as ``cp1252`` or ``utf-16``; the
+        file is checked in it and sent as UTF-8. Default: the file must be UTF-8.
     :param project_id: the department (templated); defaults to the connection's ``project_id``.
     :param card_id: a table of the department whose data to replace (templated).
     :param wait_for_completion: wait until the service has read the file (``Processed``).
@@ -86,9 +92,13 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
         poll_interval: float = 30.0,
         timeout: float = 6 * 3600.0,
         conflict_retries: int = 3,
+        encoding: str | None = None,
         datatables_conn_id: str = "datatables_default",
         **kwargs: Any,
     ) -> None:
+        from airflow_tables.sources.transcode import declared
+
+        declared(encoding)  # an unknown codec name fails when the DAG is parsed, not when it runs
         # The table's asset is known only at run time (a new table's CardID, a templated id, the
         # connection's service): its event goes through this alias (see _record_asset_event).
         kwargs["outlets"] = [*(kwargs.get("outlets") or []), TABLES_ALIAS]
@@ -102,6 +112,7 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
         self.poll_interval = poll_interval
         self.timeout = timeout
         self.conflict_retries = conflict_retries
+        self.encoding = encoding
         self._ready_summary: dict | None = None
 
     # -- the steps ----------------------------------------------------------------------------
@@ -118,12 +129,40 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
         If the import's answer is lost (``DataTablesImportUncertainError``), the next try reads
         that note and adopts the table the service did create instead of paying again.
         """
-        self._check_file()
+        with self._source() as source:
+            return self._submit(context, source)
+
+    @contextlib.contextmanager
+    def _source(self) -> Iterator[Source]:
+        """The file to check and send, read from storage once.
+
+        A file that is checked (``validate``, ``expectations``) and is not a local UTF-8 file
+        is copied once to a bounded local file (converted to UTF-8 on the way), which is
+        checked and then sent: storage is read once, and what was checked is what is sent.
+        An unchecked one is streamed by the hook straight into the upload. A missing file
+        fails the task (no retry); other storage errors may be retried.
+        """
+        from airflow_tables import csv_rules
+        from airflow_tables.sources import SourceError, SourceNotFoundError, open_source, staged
+
+        with contextlib.ExitStack() as stack:
+            try:
+                source = open_source(self.file_path, encoding=self.encoding)
+                if self.validate or self.expectations is not None:
+                    source = stack.enter_context(staged(source, max_bytes=csv_rules.MAX_BYTES))
+            except SourceNotFoundError as err:
+                raise AirflowFailException(f"{err}; nothing was sent to the Data Tables Service") from None
+            except SourceError as err:
+                raise AirflowException(f"{err}; nothing was sent to the Data Tables Service") from err
+            yield source
+
+    def _submit(self, context: Context, source: Source) -> dict:
+        self._check_file(source)
         project = self.department
         store = durable_store(context)
         job = self._adopt_lost_import(store.get(_PENDING_KEY), project)
         if job is None:
-            card_id, replaced_after = self._import(project, store)
+            card_id, replaced_after = self._import(project, store, source)
             job = {"project_id": project, "card_id": card_id, "replaced_after": replaced_after}
         self._publish(context, job)
         return job
@@ -200,13 +239,13 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
 
     # -- helpers ------------------------------------------------------------------------------
 
-    def _check_file(self) -> None:
+    def _check_file(self, source: Source) -> None:
         """Validate (and check expectations) before any request; failures are final, not retried."""
         if not self.validate and self.expectations is None:
             return
-        from airflow_tables.validation import validate_csv
+        from airflow_tables.validation import validate_source
 
-        report = validate_csv(self.file_path)
+        report = validate_source(source)
         self.log.info("%s", report.summary())
         for warning in report.warnings:
             self.log.warning("%s: %s", self.file_path, warning)
@@ -218,7 +257,7 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
             from airflow_tables.operators._expectations import ExpectationsFailed, check
 
             try:
-                self.log.info("%s", check(report, self.expectations))
+                self.log.info("%s", check(report, self.expectations, path=source.local_path))
             except ExpectationsFailed as err:
                 raise AirflowFailException(f"{self.file_path}: {err}") from None
 
@@ -249,7 +288,7 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
         except DataTablesUploadFailedError:
             return _waiting.look(self.hook, project, card_id)[1]  # the old file failed; replacing is fine
 
-    def _import(self, project: str, store: Any) -> tuple[str, str | None]:
+    def _import(self, project: str, store: Any, source: Source) -> tuple[str, str | None]:
         """Send the file once; return the CardID and, for a replacement, the previous completion time.
 
         A replacement refused because a read started meanwhile (409) is waited out and sent
@@ -258,15 +297,15 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
         from airflow_tables.exceptions import DataTablesConflictError
 
         if not self.card_id:
-            name = os.path.basename(self.file_path)
+            name = source.name
             before = [c["CardID"] for c in self.hook.list_cards(project) if _named_after(c, name)]
             store.set(_PENDING_KEY, {"project_id": project, "file": name, "before": before})
-            return self.hook.import_csv(project, self.file_path), None
+            return self.hook.import_csv(project, source), None
         for attempt in range(self.conflict_retries + 1):
             replaced_after = self._wait_until_replaceable(project)
             store.set(_PENDING_KEY, {"project_id": project, "card_id": self.card_id, "replaced_after": replaced_after})
             try:
-                return self.hook.import_csv(project, self.file_path, card_id=self.card_id), replaced_after
+                return self.hook.import_csv(project, source, card_id=self.card_id), replaced_after
             except DataTablesConflictError as err:
                 if attempt == self.conflict_retries:
                     raise AirflowException(f"{self.card_id} stayed busy: {err.msg}") from err
@@ -350,8 +389,7 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
         card_id = task_instance.xcom_pull(task_ids=task_instance.task_id, key="card_id")
         host = urlsplit(self.hook.settings.base_url).netloc
         outputs = [Dataset(namespace=f"datatables://{host}", name=f"{self.department}/{card_id}")] if card_id else []
-        file = os.path.abspath(self.file_path)
-        return OperatorLineage(inputs=[Dataset(namespace="file", name=file)], outputs=outputs)
+        return OperatorLineage(inputs=[_lineage_input(self.file_path)], outputs=outputs)
 
 
 class DataTablesReplaceOperator(DataTablesImportOperator):
@@ -473,6 +511,21 @@ class DataTablesDeleteOperator(_DataTablesOperator):
 
 
 _PENDING_KEY = "datatables_import_sent"
+
+
+def _lineage_input(file_path: Any) -> Any:
+    """The OpenLineage dataset of a local path (``file``) or an object (``s3://bucket`` and its key)."""
+    from urllib.parse import urlsplit
+
+    from openlineage.client.event_v2 import Dataset
+
+    from airflow_tables.sources.storage import is_storage_path, is_uri, label_of
+
+    if is_uri(file_path) or is_storage_path(file_path):
+        parts = urlsplit(label_of(file_path))
+        bucket = parts.netloc.rpartition("@")[2]  # no connection id in a dataset's name
+        return Dataset(namespace=f"{parts.scheme}://{bucket}" if bucket else parts.scheme, name=parts.path)
+    return Dataset(namespace="file", name=os.path.abspath(file_path))
 
 
 def _named_after(card: dict, file_name: str) -> bool:
