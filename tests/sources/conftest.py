@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from tests._s3 import S3Server
+from tests.hooks.conftest import hook, make_hook  # noqa: F401 - the hook tests' fixtures, reused
 
 CONN_ID = "aws_test"
 

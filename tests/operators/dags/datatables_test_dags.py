@@ -109,3 +109,7 @@ with _dag("dt_fault_suite") as fault_suite:
         retries=6,
         retry_delay=timedelta(0),
     ).expand(file_path=files())
+
+# A file in Windows-1252, converted to UTF-8 on upload (tests/sources/test_storage.py).
+with _dag("dt_import_cp1252"):
+    DataTablesImportOperator(task_id="import", file_path="{{ params.file_path }}", encoding="cp1252", **FAST)
