@@ -13,6 +13,8 @@ install; callers turn that into "nothing was sent".
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import contextlib
 import functools
 import io
@@ -147,7 +149,12 @@ def open_stream(fs: AbstractFileSystem, key: str, label: str) -> BinaryIO:
 
 
 class _AsyncStream(io.RawIOBase):
-    """One streamed GET of an object, read from synchronous code through fsspec's event loop."""
+    """One streamed GET of an object, read from synchronous code through fsspec's event loop.
+
+    The next block is fetched on the loop while the caller uses the last one (sends it,
+    converts it), so reading from storage and uploading overlap instead of taking turns.
+    At most two blocks are held.
+    """
 
     def __init__(self, fs: Any, key: str, label: str) -> None:
         super().__init__()
@@ -155,27 +162,36 @@ class _AsyncStream(io.RawIOBase):
         self.key = key
         self.label = label
         self._file: Any = None
+        self._next: concurrent.futures.Future[bytes] | None = None
+        self._done = False
 
     def readable(self) -> bool:
         return True
 
     def readinto(self, buffer: Any) -> int:
-        from fsspec.asyn import sync
-
+        if self._done:
+            return 0
+        if self._next is None:
+            self._next = self._fetch(len(buffer))
         try:
-            data = sync(self.fs.loop, self._read, len(buffer))
+            data = self._next.result()
         except OSError:
             raise
         except Exception as err:  # the storage library's own error types: an OSError, saying which
             raise SourceError(self.label, f"reading failed ({type(err).__name__}: {err})") from err
+        self._done = not data
+        self._next = None if self._done else self._fetch(len(buffer))
         buffer[: len(data)] = data
         return len(data)
+
+    def _fetch(self, length: int) -> concurrent.futures.Future[bytes]:
+        return asyncio.run_coroutine_threadsafe(self._read(length), self.fs.loop)
 
     async def _read(self, length: int) -> bytes:
         if self._file is None:
             self._file = await self.fs.open_async(self.key, "rb")
         parts, got = [], 0
-        while got < length:  # the body arrives in pieces of 64 KiB or so: one trip through the loop per call
+        while got < length:  # the body arrives in pieces of 64 KiB or so: one trip through the loop per block
             part = await self._file.read(length - got)
             if not part:
                 break
@@ -184,12 +200,15 @@ class _AsyncStream(io.RawIOBase):
         return b"".join(parts)
 
     def close(self) -> None:
-        if self._file is not None and not self.closed:
-            from fsspec.asyn import sync
-
-            with contextlib.suppress(Exception):  # closing a finished or failed GET: nothing left to do
-                sync(self.fs.loop, self._file.close)
-            self._file = None
+        if not self.closed:
+            if self._next is not None:
+                self._next.cancel()
+                with contextlib.suppress(Exception):  # a read cut short: its outcome no longer matters
+                    self._next.result(timeout=30)
+            if self._file is not None:
+                with contextlib.suppress(Exception):  # closing a finished or failed GET: nothing left to do
+                    asyncio.run_coroutine_threadsafe(self._file.close(), self.fs.loop).result(timeout=30)
+            self._file = self._next = None
         super().close()
 
 
