@@ -27,7 +27,9 @@ chose where it is silent (see ``docs/validation.md``):
   records.
 * Encoding: UTF-8, with or without a byte-order mark (the mark is not part of the
   first heading). Anything else is refused before upload (chosen, defensively:
-  the document names no encoding, and a misread file still costs a credit).
+  the document names no encoding, and a misread file still costs a credit), unless
+  its encoding is declared: it is then converted to UTF-8 before these rules read
+  it (:mod:`airflow_tables.sources`).
 """
 
 from __future__ import annotations

@@ -96,9 +96,10 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
         datatables_conn_id: str = "datatables_default",
         **kwargs: Any,
     ) -> None:
-        from airflow_tables.sources.transcode import declared
+        if encoding is not None:  # an unknown codec name fails when the DAG is parsed, not when it runs
+            from airflow_tables.sources.transcode import declared
 
-        declared(encoding)  # an unknown codec name fails when the DAG is parsed, not when it runs
+            declared(encoding)
         # The table's asset is known only at run time (a new table's CardID, a templated id, the
         # connection's service): its event goes through this alias (see _record_asset_event).
         kwargs["outlets"] = [*(kwargs.get("outlets") or []), TABLES_ALIAS]

@@ -13,8 +13,6 @@ install; callers turn that into "nothing was sent".
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import contextlib
 import functools
 import io
@@ -26,6 +24,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 if TYPE_CHECKING:
+    import concurrent.futures
+
     from fsspec import AbstractFileSystem
 
 #: A URI has a scheme of two or more characters (``C:\\data.csv`` is a local path).
@@ -185,6 +185,8 @@ class _AsyncStream(io.RawIOBase):
         return len(data)
 
     def _fetch(self, length: int) -> concurrent.futures.Future[bytes]:
+        import asyncio
+
         return asyncio.run_coroutine_threadsafe(self._read(length), self.fs.loop)
 
     async def _read(self, length: int) -> bytes:
@@ -206,6 +208,8 @@ class _AsyncStream(io.RawIOBase):
                 with contextlib.suppress(Exception):  # a read cut short: its outcome no longer matters
                     self._next.result(timeout=30)
             if self._file is not None:
+                import asyncio
+
                 with contextlib.suppress(Exception):  # closing a finished or failed GET: nothing left to do
                     asyncio.run_coroutine_threadsafe(self._file.close(), self.fs.loop).result(timeout=30)
             self._file = self._next = None
