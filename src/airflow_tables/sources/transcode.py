@@ -144,6 +144,7 @@ class Converter:
 
     def _decode(self, data: bytes, final: bool) -> str:
         decoder = self._decoder
+        assert decoder is not None  # set whenever the native kernel is not used
         state = decoder.getstate()
         try:
             text = decoder.decode(data, final)
