@@ -6,7 +6,8 @@ into UTF-8 (a character split between two blocks is carried over), and :class:`U
 is the binary stream of the result, for the upload and the validator alike.
 
 Single-byte code pages (Windows-1252, Latin-1, ISO 8859-x, KOI8-R, EBCDIC...) go through a
-256-entry table applied by the C kernel ``airflow_tables._transcode`` (well over 1 GB/s);
+256-entry table applied by the C kernel ``airflow_tables._transcode`` (five to six times
+Python's codecs);
 every other codec (UTF-16, Shift JIS, GB18030...) through Python's incremental decoders.
 A byte the encoding does not define becomes U+FFFD and the first one is remembered
 (:attr:`Converter.first_error`): the validator reports it with its line, and the hook
