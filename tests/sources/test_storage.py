@@ -148,3 +148,23 @@ def test_the_operator_refuses_a_legacy_object_without_encoding_at_no_cost(
     dag_run = run(dags_module, "dt_import_poke", file_path=f"s3://{CONN_ID}@{bucket}/legacy.csv")
     assert state(dag_run, "import") == "failed"
     assert datatables_conn.stats()["requests"] == []
+
+
+def test_import_dataframe_in_a_declared_encoding(hook, emulator):
+    import pandas as pd
+
+    frame = pd.DataFrame({"name": ["Jürgen", "Ana"], "city": ["Zürich", "São Paulo"]})
+    card_id = hook.import_dataframe(None, frame, "people", encoding="cp1252")
+    emulator.wait_until_processed(emulator.project_id, card_id)
+    assert received_bytes(emulator, card_id) == "name,city\nJürgen,Zürich\nAna,São Paulo\n".encode()
+    emulator.reset_stats()
+    with pytest.raises(ValueError, match="cp1252 cannot represent: 'Gdańsk'|cp1252 cannot represent: 'ń'"):
+        hook.import_dataframe(None, pd.DataFrame({"city": ["Gdańsk"]}), "cities", encoding="cp1252")
+    assert emulator.stats()["requests"] == []
+
+
+def test_an_operator_with_an_unknown_encoding_fails_when_the_dag_is_parsed():
+    from airflow_tables.operators.tables import DataTablesImportOperator
+
+    with pytest.raises(ValueError, match="unknown encoding 'windows-1252x'"):
+        DataTablesImportOperator(task_id="import", file_path="x.csv", encoding="windows-1252x")
