@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_tables import csv_rules
 from airflow_tables.csv_rules import Problem
 from airflow_tables.csv_scan import scan_file
 from airflow_tables.exceptions import CsvValidationError
-from airflow_tables.sources import Source, SourceError, open_source, staged
+
+if TYPE_CHECKING:
+    from airflow_tables.sources import Source
 
 __all__ = ["CsvReport", "CsvValidationError", "Problem", "validate_csv", "validate_source"]
 
@@ -91,6 +93,9 @@ def validate_csv(
     directory or unreadable, and an object that storage cannot serve, are reported the
     same way, naming them. An unknown ``encoding`` raises :class:`ValueError`.
     """
+    # Here, not at import: `airflow-tables validate` and DAG files import this module and must stay light.
+    from airflow_tables.sources import SourceError, open_source
+
     try:
         source = open_source(path, encoding=encoding)
     except SourceError as err:
@@ -102,6 +107,8 @@ def validate_source(
     source: Source, *, max_columns: int = csv_rules.MAX_COLUMNS, max_bytes: int = csv_rules.MAX_BYTES
 ) -> CsvReport:
     """:func:`validate_csv` for a :class:`~airflow_tables.sources.Source` (a staged copy is scanned where it lies)."""
+    from airflow_tables.sources import SourceError, staged
+
     if source.codec is None and source.stored_size > max_bytes and not source.is_local_utf8:
         # Too large to send: not worth copying out of storage to say more.
         return _report(source, errors=[csv_rules.too_large_problem(source.stored_size, max_bytes)])
