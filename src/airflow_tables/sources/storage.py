@@ -92,6 +92,7 @@ def stat_object(value: Any) -> StoredObject:
     fs = _filesystem(path, label)
     key = path.path
     try:
+        fs.invalidate_cache(key)  # the size now, not as an earlier listing in this process saw it
         info = fs.info(key)
     except FileNotFoundError:
         raise SourceNotFoundError(label, "no such object") from None
