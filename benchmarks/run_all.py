@@ -3,12 +3,14 @@
     .venv/bin/python benchmarks/run_all.py [--quick]
 
 Runs validate.py (20 and 300 columns, 64 and 512 MiB, against duckdb, pyarrow and Python's
-csv), upload.py (the hook against curl), wait.py (coalesced deferred waits against per-task
-polling), emulator_read.py (reading an upload against validate_csv), parse.py (import
-costs) and ui.py (the Data Tables page: render time, list requests under 20 viewers), each
-as its own process on a quiet machine is best. Every ratio compares with an anchor measured
-in the same run. The table goes to benchmarks/results/latest.md and between the markers in
-README.md. ``--quick`` uses 64 MiB files and fewer repeats (minutes, not tens).
+csv), upload.py (the hook against curl), sources.py (an object in a local S3 server and a
+Windows-1252 file through the hook, against boto3 + curl and the plain upload), wait.py
+(coalesced deferred waits against per-task polling), emulator_read.py (reading an upload
+against validate_csv), parse.py (import costs), fingerprint.py (skip_if_unchanged's hash
+beside validation) and ui.py (the Data Tables page: render time, list requests under 20
+viewers), each as its own process on a quiet machine is best. Every ratio compares with an
+anchor measured in the same run. The table goes to benchmarks/results/latest.md and between
+the markers in README.md. ``--quick`` uses 64 MiB files and fewer repeats (minutes, not tens).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ def suites(quick: bool) -> list[list[str]]:
     return [
         ["validate.py", "--sizes", *sizes, "--repeat", repeat, "--pyarrow"],
         ["upload.py", "--size", "64" if quick else "512", "--repeat", "2" if quick else "5"],
+        ["sources.py", "--size", "64" if quick else "512", "--repeat", "1" if quick else "3"],
         ["wait.py"],
         ["emulator_read.py", "--sizes", *sizes, "--repeat", repeat],
         ["parse.py", "--repeat", "3" if quick else "7"],

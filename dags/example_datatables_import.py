@@ -56,5 +56,5 @@ with DAG(
         return {"CardID": card_id, "Rows": table["Rows"], "Columns": len(table.get("Columns", []))}
 
     validate >> import_orders
-    describe_table(import_orders.output)
+    describe_table(import_orders.output)  # type: ignore[arg-type]  # an XComArg: the CardID at run time
 # [END howto_datatables_import]

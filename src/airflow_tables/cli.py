@@ -30,7 +30,10 @@ def _format_report(report: CsvReport) -> str:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    reports = [validate_csv(p, max_columns=args.max_columns, max_bytes=args.max_bytes) for p in args.files]
+    reports = [
+        validate_csv(p, max_columns=args.max_columns, max_bytes=args.max_bytes, encoding=args.encoding)
+        for p in args.files
+    ]
     if args.json:
         json.dump([r.to_dict() for r in reports], sys.stdout, indent=2)
         sys.stdout.write("\n")
@@ -54,10 +57,13 @@ def build_parser() -> argparse.ArgumentParser:
             "it refuse or misread the file. Exit status 0 only when every file passes."
         ),
     )
-    validate.add_argument("files", nargs="+", metavar="FILE")
+    validate.add_argument("files", nargs="+", metavar="FILE", help="a path, or a URI such as s3://conn@bucket/key.csv")
     validate.add_argument("--json", action="store_true", help="print a JSON list of reports")
     validate.add_argument("--max-columns", type=int, default=csv_rules.MAX_COLUMNS, help="default: %(default)s")
     validate.add_argument("--max-bytes", type=int, default=csv_rules.MAX_BYTES, help="default: %(default)s")
+    validate.add_argument(
+        "--encoding", help="the files' encoding when not UTF-8 (a Python codec name: cp1252, latin-1, utf-16)"
+    )
     validate.set_defaults(func=_validate)
     return parser
 

@@ -27,7 +27,9 @@ chose where it is silent (see ``docs/validation.md``):
   records.
 * Encoding: UTF-8, with or without a byte-order mark (the mark is not part of the
   first heading). Anything else is refused before upload (chosen, defensively:
-  the document names no encoding, and a misread file still costs a credit).
+  the document names no encoding, and a misread file still costs a credit), unless
+  its encoding is declared: it is then converted to UTF-8 before these rules read
+  it (:mod:`airflow_tables.sources`).
 """
 
 from __future__ import annotations
@@ -144,9 +146,9 @@ def sniff_encoding(head: bytes) -> Encoding:
     # UTF-16 without a mark: every other byte of ASCII text is NUL.
     sample = head[:1024]
     if len(sample) >= 4 and sample[1::2].count(0) > len(sample) // 4 and sample[0::2].count(0) == 0:
-        return Encoding("utf-16-le", 0, [_wide_encoding_problem("utf-16-le")])
+        return Encoding("utf-16-le", 0, [_wide_encoding_problem("utf-16-le", bom=False)])
     if len(sample) >= 4 and sample[0::2].count(0) > len(sample) // 4 and sample[1::2].count(0) == 0:
-        return Encoding("utf-16-be", 0, [_wide_encoding_problem("utf-16-be")])
+        return Encoding("utf-16-be", 0, [_wide_encoding_problem("utf-16-be", bom=False)])
     return Encoding("utf-8")
 
 
@@ -348,11 +350,13 @@ def check_file_name(path: str | os.PathLike) -> Problem | None:
     return None
 
 
-def _wide_encoding_problem(name: str) -> Problem:
+def _wide_encoding_problem(name: str, bom: bool = True) -> Problem:
+    # With a byte-order mark, Python's "utf-16" reads either byte order; without one, the order must be named.
     return Problem(
         "encoding",
         f"the file is encoded as {name.upper()}; the service reads UTF-8. "
-        f"Re-save it as UTF-8 (for example: iconv -f {name.upper()} -t UTF-8 in.csv > out.csv).",
+        f"Declare its encoding (encoding={name.rsplit('-', 1)[0] if bom else name!r}) to have it converted "
+        f"on upload, or re-save it as UTF-8 (for example: iconv -f {name.upper()} -t UTF-8 in.csv > out.csv).",
         line=1,
     )
 
@@ -363,7 +367,21 @@ def non_utf8_problem(line: int, byte: int) -> Problem:
         "encoding",
         f"byte 0x{byte:02X} is not valid UTF-8 (the file looks like Latin-1, "
         "Windows-1252 or another legacy encoding); the service reads UTF-8 and would garble it. "
-        "Re-save the file as UTF-8 (for example: iconv -f CP1252 -t UTF-8 in.csv > out.csv).",
+        "Declare the file's encoding (encoding='cp1252', for example) to have it converted on upload, "
+        "or re-save it as UTF-8 (for example: iconv -f CP1252 -t UTF-8 in.csv > out.csv).",
+        line=line,
+    )
+
+
+def undecodable_problem(line: int, encoding: str, offset: int, bad: bytes) -> Problem:
+    """The problem for the first bytes that are not valid in the file's declared encoding."""
+    shown = " ".join(f"0x{b:02X}" for b in bad[:4])
+    many = len(bad) > 1
+    return Problem(
+        "encoding",
+        f"byte{'s' if many else ''} {shown} (offset {offset:,}) {'are' if many else 'is'} not valid {encoding}: "
+        "the file was written in another encoding, or is damaged. Declare the encoding it was written in "
+        "(encoding=...).",
         line=line,
     )
 
@@ -380,12 +398,13 @@ def nul_byte_problem(line: int) -> Problem:
     )
 
 
-def too_large_problem(size: int, limits: Limits) -> Problem:
+def too_large_problem(size: int, limits: Limits, *, at_least: bool = False) -> Problem:
+    """The problem for a file over the size limit (``at_least``: it was not read to its end)."""
     mib = f" ({limits.max_bytes // 1024**2} MiB)" if limits.max_bytes % 1024**2 == 0 else ""
     return Problem(
         "too-large",
-        f"the file is {size:,} bytes; the service takes at most {limits.max_bytes:,} bytes{mib}. "
-        "Split it or drop columns.",
+        f"the file is {'more than ' if at_least else ''}{size:,} bytes; the service takes at most "
+        f"{limits.max_bytes:,} bytes{mib}. Split it or drop columns.",
     )
 
 

@@ -10,13 +10,17 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from airflow_tables import csv_rules
 from airflow_tables.csv_rules import Problem
 from airflow_tables.csv_scan import scan_file
 from airflow_tables.exceptions import CsvValidationError
 
-__all__ = ["CsvReport", "CsvValidationError", "Problem", "validate_csv"]
+if TYPE_CHECKING:
+    from airflow_tables.sources import Source
+
+__all__ = ["CsvReport", "CsvValidationError", "Problem", "validate_csv", "validate_source"]
 
 
 @dataclass
@@ -101,37 +105,91 @@ def _count(n: int, noun: str) -> str:
 
 
 def validate_csv(
-    path: str | os.PathLike,
+    path: str | os.PathLike | Any,
     *,
     max_columns: int = csv_rules.MAX_COLUMNS,
     max_bytes: int = csv_rules.MAX_BYTES,
+    encoding: str | None = None,
 ) -> CsvReport:
     """Read ``path`` once, streaming, in bounded memory, and report what the service will make of it.
 
+    ``path`` is a local path, an ``airflow.sdk.ObjectStoragePath`` or a URI
+    (``s3://aws_conn@bucket/key.csv``); an object in storage is copied to a local
+    temporary file first, at most ``max_bytes`` of it (``docs/sources.md`` says why).
+    ``encoding`` declares the file's encoding (any Python codec name): the file is then
+    checked as text in it, as the UTF-8 it will be sent as, and a byte not valid in it
+    is an ``encoding`` error with its line. Without it, the file must be UTF-8.
+
     Never raises for a bad file: every problem is in ``errors`` (call
     :meth:`CsvReport.raise_for_errors` to fail). A path that is missing, a
-    directory or unreadable is reported the same way, naming the path.
+    directory or unreadable, and an object that storage cannot serve, are reported the
+    same way, naming them. An unknown ``encoding`` raises :class:`ValueError`.
     """
-    path = os.fspath(path)
-    limits = csv_rules.Limits(max_columns=max_columns, max_bytes=max_bytes)
+    # Here, not at import: `airflow-tables validate` and DAG files import this module and must stay light.
+    from airflow_tables.sources import SourceError, open_source
+
     try:
-        scan = scan_file(path, limits)
+        source = open_source(path, encoding=encoding)
+    except SourceError as err:
+        return _unreadable(err.label, err.reason)
+    return validate_source(source, max_columns=max_columns, max_bytes=max_bytes)
+
+
+def validate_source(
+    source: Source, *, max_columns: int = csv_rules.MAX_COLUMNS, max_bytes: int = csv_rules.MAX_BYTES
+) -> CsvReport:
+    """:func:`validate_csv` for a :class:`~airflow_tables.sources.Source` (a staged copy is scanned where it lies)."""
+    from airflow_tables.sources import SourceError, staged
+
+    limits = csv_rules.Limits(max_columns=max_columns, max_bytes=max_bytes)
+    if source.codec is None and source.stored_size > max_bytes and not source.is_local_utf8:
+        # Too large to send: not worth copying out of storage to say more.
+        return _report(source, errors=[csv_rules.too_large_problem(source.stored_size, limits)])
+    try:
+        with staged(source, max_bytes=max_bytes) as local:
+            if not local.complete:
+                too_large = csv_rules.too_large_problem(max_bytes, limits, at_least=True)
+                return _report(source, errors=[too_large])
+            assert local.local_path is not None  # staged: the bytes are in a local file
+            scan = scan_file(local.local_path, limits)
+            undecodable = local.decode_problem()
+    except SourceError as err:
+        return _unreadable(err.label, err.reason)
     except OSError as err:
         reason = err.strerror or err.__class__.__name__
-        if os.path.isdir(path):
+        if source.is_local_utf8 and os.path.isdir(source.label):
             reason = "it is a directory, not a file"
-        problem = csv_rules.unreadable_problem(path, reason)
-        return CsvReport(path=path, size_bytes=0, delimiter=",", columns=[], rows=0, errors=[problem], stopped=problem)
+        return _unreadable(source.label, reason)
     return CsvReport(
-        path=scan.path,
+        path=source.label,
         size_bytes=scan.size_bytes,
         delimiter=scan.delimiter,
         columns=scan.columns,
         rows=scan.rows,
-        errors=scan.errors,
+        errors=[undecodable, *scan.errors] if undecodable else scan.errors,
         warnings=scan.warnings,
-        encoding=scan.encoding,
+        encoding=source.encoding or scan.encoding,
         line_terminator=scan.line_terminator,
         headings=scan.headings,
-        stopped=scan.stopped,
+        stopped=undecodable or scan.stopped,
     )
+
+
+def _report(source: Source, errors: list[Problem]) -> CsvReport:
+    """A report of a file that was not scanned: its name and the problems found without reading it."""
+    name_problem = csv_rules.check_file_name(source.name)
+    return CsvReport(
+        path=source.label,
+        size_bytes=source.stored_size,
+        delimiter=",",
+        columns=[],
+        rows=0,
+        errors=[name_problem, *errors] if name_problem else errors,
+        encoding=source.encoding or "utf-8",
+        stopped=errors[0] if errors else None,
+    )
+
+
+def _unreadable(label: str, reason: str) -> CsvReport:
+    problem = csv_rules.unreadable_problem(label, reason)
+    return CsvReport(path=label, size_bytes=0, delimiter=",", columns=[], rows=0, errors=[problem], stopped=problem)

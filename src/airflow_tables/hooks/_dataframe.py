@@ -168,8 +168,15 @@ def upload_frame(df: pd.DataFrame, log: LogLike) -> pd.DataFrame:
 
 
 @contextmanager
-def written_csv(df: pd.DataFrame, name: str, log: LogLike) -> Iterator[str]:
-    """Write ``df`` to a validated temporary CSV named after ``name``; yield its path, remove it afterwards."""
+def written_csv(df: pd.DataFrame, name: str, log: LogLike, *, encoding: str | None = None) -> Iterator[str]:
+    """Write ``df`` to a validated temporary CSV named after ``name``; yield its path, remove it afterwards.
+
+    With ``encoding``, the CSV is written in that encoding (a value it cannot represent is a
+    :class:`ValueError` naming it) and checked in it, as any file declared in it would be.
+    """
+    from airflow_tables.sources.transcode import declared
+
+    declared(encoding)  # an unknown codec is a ValueError before the frame is written
     pd = _pandas()
     if not isinstance(df, pd.DataFrame):
         raise TypeError(f"df must be a pandas DataFrame, not {type(df).__name__}.")
@@ -181,15 +188,21 @@ def written_csv(df: pd.DataFrame, name: str, log: LogLike) -> Iterator[str]:
     with tempfile.TemporaryDirectory(prefix="airflow-tables-") as tmp:
         path = os.path.join(tmp, file_name)
         # Text quoted, numbers not: a separator inside a value can never be taken for the file's separator.
-        frame.to_csv(
-            path,
-            index=False,
-            chunksize=CHUNK_ROWS,
-            encoding="utf-8",
-            lineterminator="\n",
-            quoting=csv.QUOTE_NONNUMERIC,
-        )
-        report = validate_csv(path)
+        try:
+            frame.to_csv(
+                path,
+                index=False,
+                chunksize=CHUNK_ROWS,
+                encoding=encoding or "utf-8",
+                lineterminator="\n",
+                quoting=csv.QUOTE_NONNUMERIC,
+            )
+        except UnicodeEncodeError as err:
+            raise ValueError(
+                f"{label} holds text that {encoding} cannot represent: {err.object[err.start : err.end]!r}; "
+                "nothing was uploaded"
+            ) from None
+        report = validate_csv(path, encoding=encoding)
         log.info("%s (from the DataFrame)", report.summary())
         for warning in report.warnings:
             log.warning("%s: %s", label, warning)

@@ -1,17 +1,22 @@
-"""A multipart/form-data body that streams one file from disk, with a known length.
+"""A multipart/form-data body that streams one file, with a known length.
 
 requests' ``files=`` builds the whole body in memory (a 512 MiB file costs 1 GiB);
 this body is an iterable of large blocks read into one reused buffer, and it has
 a ``len()``, so requests sends a ``Content-Length`` instead of chunked encoding.
-Each iteration opens the file again, so a retried request sends it from the start.
+The file is read through :mod:`airflow_tables.sources` (a local file, an object in
+storage, UTF-8 converted from a declared encoding), and its length is what that says
+the service receives. Each iteration opens the file again, so a retried request sends
+it from the start.
 """
 
 from __future__ import annotations
 
 import os
 import secrets
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import TYPE_CHECKING
+
+from airflow_tables.sources import Source, open_source
 
 if TYPE_CHECKING:
     from airflow_tables.hooks._http import LogLike
@@ -26,31 +31,37 @@ def _quote(value: str) -> str:
 
 
 class MultipartFile:
-    """The body of a form with text ``fields`` and one file part (``file_field``) read from ``path``."""
+    """The body of a form with text ``fields`` and one file part (``file_field``) read from ``source``.
+
+    ``source`` is a :class:`~airflow_tables.sources.Source` or anything
+    :func:`~airflow_tables.sources.open_source` takes (a local path, a URI...).
+    """
 
     def __init__(
         self,
         fields: dict[str, str],
         file_field: str,
-        path: str,
+        source: Source | str | os.PathLike,
         *,
         filename: str | None = None,
         media_type: str = "text/csv",
         block_size: int = BLOCK_SIZE,
         logger: LogLike | None = None,
     ) -> None:
-        self.path = os.fspath(path)
-        self.size = os.path.getsize(self.path)
+        self.source = open_source(source)
+        self.path = self.source.label
+        self.size = self.source.utf8_size()
         self.block_size = block_size
         self.logger = logger
         boundary = f"airflow-tables-{secrets.token_hex(16)}"
         self.content_type = f"multipart/form-data; boundary={boundary}"
         self.changed_size: str | None = None  # set when the file shrank or grew mid-upload
+        self.read_error: str | None = None  # set when reading the file failed mid-upload
         parts = [
             f'--{boundary}\r\nContent-Disposition: form-data; name="{_quote(k)}"\r\n\r\n{v}\r\n'
             for k, v in fields.items()
         ]
-        name = _quote(filename or os.path.basename(self.path))
+        name = _quote(filename or self.source.name)
         disposition = f'form-data; name="{_quote(file_field)}"; filename="{name}"'
         parts.append(f"--{boundary}\r\nContent-Disposition: {disposition}\r\nContent-Type: {media_type}\r\n\r\n")
         self.head = "".join(parts).encode()
@@ -64,15 +75,29 @@ class MultipartFile:
 
     def __iter__(self) -> Iterator[bytes | memoryview]:
         yield self.head
+        try:
+            sent = yield from self._file_blocks()
+        except OSError as err:
+            # Content-Length is already on the wire: the form can only be cut off, never completed.
+            self.read_error = str(err)
+            raise
+        if sent != self.size:
+            # Content-Length is already on the wire; a file that changed size cannot be sent honestly.
+            self.changed_size = f"{self.size:,} bytes when the upload started, {sent:,} read"
+            raise OSError(f"{self.path} changed size during the upload ({self.changed_size})")
+        yield self.tail
+
+    def _file_blocks(self) -> Generator[memoryview, None, int]:
+        """Yield the file's blocks, each sent before the buffer is reused; return how many bytes were read."""
         buffer = bytearray(self.block_size)
         view = memoryview(buffer)
         sent = 0
         step = self.size // 10 if self.logger and self.size >= PROGRESS_MIN_BYTES else 0
         next_report = step
-        # Unbuffered: readinto() goes straight into our buffer, one copy from the page cache.
-        with open(self.path, "rb", buffering=0) as f:
+        # A local file is opened unbuffered: readinto() goes straight into our buffer, one copy from the page cache.
+        with self.source.open() as f:
             while True:
-                n = f.readinto(buffer)
+                n = f.readinto(buffer)  # type: ignore[attr-defined]  # every opener gives a raw or buffered reader
                 if not n:
                     break
                 sent += n
@@ -84,13 +109,9 @@ class MultipartFile:
                     self.logger.info(
                         "Uploaded %d%% of %s (%.1f of %.1f MiB)",
                         100 * sent // self.size,
-                        os.path.basename(self.path),
+                        self.source.name,
                         sent / 2**20,
                         self.size / 2**20,
                     )
                     next_report = (sent // step + 1) * step
-        if sent != self.size:
-            # Content-Length is already on the wire; a file that changed size cannot be sent honestly.
-            self.changed_size = f"{self.size:,} bytes when the upload started, {sent:,} read"
-            raise OSError(f"{self.path} changed size during the upload ({self.changed_size})")
-        yield self.tail
+        return sent

@@ -46,6 +46,7 @@ from airflow_tables.hooks._http import (
 )
 from airflow_tables.hooks._multipart import MultipartFile
 from airflow_tables.hooks.status import Look, TableStatus, TableWatch, check_wait, missing_from
+from airflow_tables.sources import SourceError, open_source
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -329,27 +330,40 @@ class DataTablesHook(BaseHook):
             **fields,
         )
 
-    def import_csv(self, project_id: str | None, file_path: str | os.PathLike, card_id: str | None = None) -> str:
+    def import_csv(
+        self,
+        project_id: str | None,
+        file_path: str | os.PathLike | Any,
+        card_id: str | None = None,
+        encoding: str | None = None,
+    ) -> str:
         """Upload a CSV as a new table, or as ``card_id``'s new data; return the CardID. Costs one credit.
+
+        ``file_path`` is a local path, an ``airflow.sdk.ObjectStoragePath`` or a URI
+        (``s3://aws_conn@bucket/key.csv``); the table is named after its base name.
+        ``encoding`` declares the file's encoding (a Python codec name): it is converted
+        to UTF-8 while it is sent, after a first pass that counts its UTF-8 length and
+        refuses a byte not valid in it. A file that cannot be read fails before any request.
 
         The file is streamed (never held in memory) and sent at most once: it is re-sent
         only when the connection was refused, so the service cannot have seen it. Any
         other failure after sending raises :class:`DataTablesImportUncertainError`.
         """
-        path = os.fspath(file_path)
-        if not os.path.isfile(path):
-            what = "is not a file" if os.path.exists(path) else "does not exist"
-            raise FileNotFoundError(f"{path} {what}; nothing was sent to the Data Tables Service.")
+        try:
+            source = open_source(file_path, encoding=encoding)
+            source.utf8_size()  # a converted file is read once to count: a byte not valid in it stops here
+        except SourceError as err:
+            raise type(err)(err.label, f"{err.reason}; nothing was sent to the Data Tables Service.") from None
         settings = self.settings
         project = self._project(settings, project_id)
         fields = {"ProjectID": project}
         if card_id is not None:
             card_segment(card_id)
             fields["CardID"] = card_id
-        body = MultipartFile(fields, "File", path, logger=self.log)
+        body = MultipartFile(fields, "File", source, logger=self.log)
         req = settings.request("POST", "data", "import")
         headers = {**req.headers, "Content-Type": body.content_type}
-        name = os.path.basename(path)
+        name = source.name
         self.log.info(
             "Importing %s (%.1f MiB) into department %s%s",
             name,
@@ -387,6 +401,14 @@ class DataTablesHook(BaseHook):
                     method="POST",
                     url=req.url,
                 ) from exc
+            if body.read_error:  # likewise: a storage error mid-way leaves a form no service can parse
+                raise DataTablesError(
+                    None,
+                    f"{name} could not be read to its end while it was being uploaded ({body.read_error}); the "
+                    "upload was cut off before its end, so nothing was imported.",
+                    method="POST",
+                    url=req.url,
+                ) from exc
             uncertain = exc.status_code is None or exc.status_code >= 500 or exc.status_code < 300
             if uncertain and not (isinstance(exc, DataTablesConnectionError) and not exc.request_sent):
                 raise self._uncertain(exc, name, fields) from exc
@@ -419,17 +441,26 @@ class DataTablesHook(BaseHook):
             url=exc.url,
         )
 
-    def import_dataframe(self, project_id: str | None, df: pd.DataFrame, name: str, card_id: str | None = None) -> str:
+    def import_dataframe(
+        self,
+        project_id: str | None,
+        df: pd.DataFrame,
+        name: str,
+        card_id: str | None = None,
+        encoding: str | None = None,
+    ) -> str:
         """Upload ``df`` as a table named ``name`` (or as ``card_id``'s new data); return the CardID. One credit.
 
         Named index levels become columns, MultiIndex columns are joined with ``_``, and a
         frame the service would reshape or rename is refused before any request: the rules
-        are in :mod:`airflow_tables.hooks._dataframe` (docs/hook.md, "DataFrames").
+        are in :mod:`airflow_tables.hooks._dataframe` (docs/hook.md, "DataFrames"). With
+        ``encoding``, the CSV is written and checked in that encoding and sent as UTF-8: a way
+        to make sure the table holds only what a system reading that encoding can take.
         """
         from airflow_tables.hooks._dataframe import written_csv
 
-        with written_csv(df, name, self.log) as path:
-            return self.import_csv(project_id, path, card_id)
+        with written_csv(df, name, self.log, encoding=encoding) as path:
+            return self.import_csv(project_id, path, card_id, encoding=encoding)
 
     def find_cards(self, project_id: str | None, card_ids: Iterable[str]) -> dict[str, dict]:
         """The department's summaries by CardID, by the seed's polling rule (list, find the CardID).

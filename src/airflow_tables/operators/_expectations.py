@@ -38,17 +38,18 @@ def load_suite(expectations: Any):
     )
 
 
-def check(report: CsvReport, expectations: Any) -> str:
+def check(report: CsvReport, expectations: Any, path: str | None = None) -> str:
     """Validate the file described by ``report`` against the suite; return a summary or raise.
 
     Columns carry the names the service will give them (``report.columns``), so a suite
-    is written against the table as it will appear.
+    is written against the table as it will appear. ``path`` is the local UTF-8 file to
+    read when ``report.path`` is not one (an object in storage, a converted file).
     """
     import great_expectations as gx
     import pandas as pd
 
     suite = load_suite(expectations)
-    frame = pd.read_csv(report.path, sep=report.delimiter, header=0, names=report.columns, encoding="utf-8-sig")
+    frame = pd.read_csv(path or report.path, sep=report.delimiter, header=0, names=report.columns, encoding="utf-8-sig")
     context = gx.get_context(mode="ephemeral")
     context.variables.progress_bars = {"globally": False}
     batch = (

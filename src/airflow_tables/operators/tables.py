@@ -6,9 +6,10 @@ pandas and Great Expectations are imported inside ``execute``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import AssetAlias, BaseOperator, conf
@@ -22,10 +23,11 @@ from airflow_tables.operators._common import DataTablesTaskMixin
 from airflow_tables.operators._resumable import ResumableJobMixin, durable_store
 
 if TYPE_CHECKING:
-    from airflow.sdk import Context
+    from airflow.sdk import Context, ObjectStoragePath, XComArg
     from pydantic import JsonValue
 
     from airflow_tables.hooks.status import Look
+    from airflow_tables.sources import Source
 
 _DEFERRABLE = conf.getboolean("operators", "default_deferrable", fallback=False)
 TABLES_ALIAS = AssetAlias(name=ALIAS_NAME, group="datatables")
@@ -61,7 +63,11 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
     task returns the CardID. Each successful import records an event on the table's asset
     (:func:`airflow_tables.assets.table_asset`).
 
-    :param file_path: the CSV to upload (templated).
+    :param file_path: the CSV to upload (templated): a local path, an ``airflow.sdk.ObjectStoragePath``
+        or a URI such as ``s3://aws_conn@bucket/key.csv`` (see docs/sources.md); the table is named
+        after its base name.
+    :param encoding: the file's encoding, a Python codec name such as ``cp1252`` or ``utf-16``; the
+        file is checked in it and sent as UTF-8. Default: the file must be UTF-8.
     :param project_id: the department (templated); when left out, the connection's
         ``project_id``. An explicit empty value fails the task.
     :param card_id: a table of the department whose data to replace (templated). When it
@@ -90,7 +96,7 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
     def __init__(
         self,
         *,
-        file_path: str,
+        file_path: str | os.PathLike[str] | ObjectStoragePath | XComArg,
         project_id: str | None = None,
         card_id: str | None = None,
         validate: bool = True,
@@ -101,12 +107,17 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
         timeout: float | None = 6 * 3600.0,
         conflict_retries: int = 3,
         skip_if_unchanged: bool = False,
+        encoding: str | None = None,
         datatables_conn_id: str = "datatables_default",
         **kwargs: Any,
     ) -> None:
         check_wait(poll_interval, timeout)
         if skip_if_unchanged and card_id is None:
             raise ValueError("skip_if_unchanged needs a card_id: a new table has no earlier upload to compare with")
+        if encoding is not None:  # an unknown codec name fails when the DAG is parsed, not when it runs
+            from airflow_tables.sources.transcode import declared
+
+            declared(encoding)
         # The table's asset is known only at run time (a new table's CardID, a templated id, the
         # connection's service): its event goes through this alias (see _record_asset_event).
         kwargs["outlets"] = [*(kwargs.get("outlets") or []), TABLES_ALIAS]
@@ -122,6 +133,7 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
         self.timeout = timeout
         self.conflict_retries = conflict_retries
         self.skip_if_unchanged = skip_if_unchanged
+        self.encoding = encoding
         self._ready_summary: dict | None = None
         self._job: dict | None = None  # the job this try works on (for the asset event)
 
@@ -147,14 +159,44 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
         If the import's answer is lost (``DataTablesImportUncertainError``), the next try reads
         that note and adopts the table the service did create instead of paying again.
         """
-        fingerprint = self._check_file()
+        with self._source() as source:
+            return self._submit(context, source)
+
+    @contextlib.contextmanager
+    def _source(self) -> Iterator[Source]:
+        """The file to check and send, read from storage once.
+
+        A file that is checked (``validate``, ``expectations``, ``skip_if_unchanged``'s
+        fingerprint) and is not a local UTF-8 file is copied once to a bounded local file
+        (converted to UTF-8 on the way), which is checked and then sent: storage is read
+        once, and what was checked is what is sent. An unchecked one is streamed by the hook
+        straight into the upload. A missing file fails the task (no retry); other storage
+        errors may be retried.
+        """
+        from airflow_tables import csv_rules
+        from airflow_tables.sources import SourceError, SourceNotFoundError, open_source, staged
+
+        checked = self.validate or self.expectations is not None or self.skip_if_unchanged
+        with contextlib.ExitStack() as stack:
+            try:
+                source = open_source(self.file_path, encoding=self.encoding)
+                if checked:
+                    source = stack.enter_context(staged(source, max_bytes=csv_rules.MAX_BYTES))
+            except SourceNotFoundError as err:
+                raise AirflowFailException(f"{err}; nothing was sent to the Data Tables Service") from None
+            except SourceError as err:
+                raise AirflowException(f"{err}; nothing was sent to the Data Tables Service") from err
+            yield source
+
+    def _submit(self, context: Context, source: Source) -> dict:
+        fingerprint = self._check_file(source)
         project = self.department
         store = durable_store(context)
         job = self._adopt_lost_import(store.get(_PENDING_KEY), project)
         if job is None and fingerprint is not None:
             job = self._unchanged(project, fingerprint)
         if job is None:
-            job = self._import(project, store)
+            job = self._import(project, store, source)
         job["fingerprint"] = fingerprint
         self._publish(context, job)
         return job
@@ -228,25 +270,26 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
             raise AirflowFailException(f"{self.task_id}: {problem}; nothing was sent.")
         self.department  # noqa: B018 - an empty project_id fails here, before any request
 
-    def _check_file(self) -> str | None:
+    def _check_file(self, source: Source) -> str | None:
         """Validate (and check expectations) before any request; failures are final, not retried.
 
-        With ``skip_if_unchanged``, the file's fingerprint is computed alongside the validation
-        scan and returned.
+        With ``skip_if_unchanged``, the fingerprint of the bytes to be sent (the staged copy)
+        is computed alongside the validation scan and returned.
         """
         if not self.skip_if_unchanged:
-            self._validate()
+            self._validate(source)
             return None
         from airflow_tables.fingerprint import while_validating
 
-        return while_validating(self._validate, self.file_path)[1]
+        assert source.local_path is not None  # staged by _source
+        return while_validating(lambda: self._validate(source), source.local_path)[1]
 
-    def _validate(self) -> None:
+    def _validate(self, source: Source) -> None:
         if not self.validate and self.expectations is None:
             return
-        from airflow_tables.validation import validate_csv
+        from airflow_tables.validation import validate_source
 
-        report = validate_csv(self.file_path)
+        report = validate_source(source)
         self.log.info("%s", report.summary())
         for warning in report.warnings:
             self.log.warning("%s: %s", self.file_path, warning)
@@ -258,22 +301,22 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
             from airflow_tables.operators._expectations import ExpectationsFailed, check
 
             try:
-                self.log.info("%s", check(report, self.expectations))
+                self.log.info("%s", check(report, self.expectations, path=source.local_path))
             except ExpectationsFailed as err:
                 raise AirflowFailException(f"{self.file_path}: {err}") from None
 
     # -- sending the file once ----------------------------------------------------------------
 
-    def _import(self, project: str, store: Any) -> dict:
+    def _import(self, project: str, store: Any, source: Source) -> dict:
         """Send the file once; return the job: the CardID and, for a replacement, the previous completion time."""
         if not self.replaces:
-            name = os.path.basename(self.file_path)
+            name = source.name
             before = self.hook.tables_named_after(project, name)
             store.set(_PENDING_KEY, {"project_id": project, "file": name, "before": before})
-            return _job(project, self.hook.import_csv(project, self.file_path), None)
-        return self._replace(project, store)
+            return _job(project, self.hook.import_csv(project, source), None)
+        return self._replace(project, store, source)
 
-    def _replace(self, project: str, store: Any) -> dict:
+    def _replace(self, project: str, store: Any, source: Source) -> dict:
         """Replace the table's data once it is not being read (the service refuses it meanwhile)."""
         from airflow_tables.exceptions import DataTablesBusyError, DataTablesConflictError
 
@@ -287,7 +330,7 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
             # The replacement rule of hooks.status: a second after the look that saw the last read end.
             time.sleep(max(0.0, look.seen_at + REPLACEMENT_SPACING - time.monotonic()))
             store.set(_PENDING_KEY, {"project_id": project, "card_id": card_id, "replaced_after": replaced_after})
-            return _job(project, self.hook.import_csv(project, self.file_path, card_id=card_id), replaced_after)
+            return _job(project, self.hook.import_csv(project, source, card_id=card_id), replaced_after)
 
         try:
             return self.hook.send_when_idle(
@@ -431,8 +474,7 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
         if card_id:
             ref = table_ref(self.department, card_id, service=self.hook.settings.base_url)
             outputs.append(Dataset(namespace=ref.namespace, name=ref.name))
-        file = os.path.abspath(self.file_path)
-        return OperatorLineage(inputs=[Dataset(namespace="file", name=file)], outputs=outputs)
+        return OperatorLineage(inputs=[_lineage_input(self.file_path)], outputs=outputs)
 
 
 class DataTablesReplaceOperator(DataTablesImportOperator):
@@ -446,7 +488,9 @@ class DataTablesReplaceOperator(DataTablesImportOperator):
     empty fails the task before any request.
     """
 
-    def __init__(self, *, card_id: str, file_path: str, **kwargs: Any) -> None:
+    def __init__(
+        self, *, card_id: str, file_path: str | os.PathLike[str] | ObjectStoragePath | XComArg, **kwargs: Any
+    ) -> None:
         if card_id is None or card_id == "":
             raise ValueError("DataTablesReplaceOperator needs the card_id of the table to replace")
         super().__init__(card_id=card_id, file_path=file_path, **kwargs)
@@ -571,6 +615,21 @@ class DataTablesDeleteOperator(_DataTablesOperator):
 def _job(project_id: str, card_id: str, replaced_after: str | None) -> dict:
     """What a retry needs to find the table again (JSON, kept in the task's durable store)."""
     return {"project_id": project_id, "card_id": card_id, "replaced_after": replaced_after, "accepted_at": time.time()}
+
+
+def _lineage_input(file_path: Any) -> Any:
+    """The OpenLineage dataset of a local path (``file``) or an object (``s3://bucket`` and its key)."""
+    from urllib.parse import urlsplit
+
+    from openlineage.client.event_v2 import Dataset
+
+    from airflow_tables.sources.storage import is_storage_path, is_uri, label_of
+
+    if is_uri(file_path) or is_storage_path(file_path):
+        parts = urlsplit(label_of(file_path))
+        bucket = parts.netloc.rpartition("@")[2]  # no connection id in a dataset's name
+        return Dataset(namespace=f"{parts.scheme}://{bucket}" if bucket else parts.scheme, name=parts.path)
+    return Dataset(namespace="file", name=os.path.abspath(file_path))
 
 
 def last_upload(ref: TableRef) -> dict | None:

@@ -137,3 +137,6 @@ for suffix in ("", "_other"):
             skip_if_unchanged=True,
             **RETRY,
         )
+# A file in Windows-1252, converted to UTF-8 on upload (tests/sources/test_storage.py).
+with _dag("dt_import_cp1252"):
+    DataTablesImportOperator(task_id="import", file_path="{{ params.file_path }}", encoding="cp1252", **FAST)

@@ -1,0 +1,201 @@
+"""Where a CSV comes from, turned into what the service receives: a named, sized stream of UTF-8 bytes.
+
+A file is named by a local path, an ``airflow.sdk.ObjectStoragePath`` or a URI
+(``s3://aws_conn@bucket/key.csv``, ``gs://...``, ``file:///...``), and may be in a
+declared encoding (``encoding="cp1252"``). :func:`open_source` turns any of them into a
+:class:`Source`; the validator, the hook's upload and ``import_dataframe`` read through
+it and know nothing of fsspec or codecs.
+
+* :mod:`.storage` finds objects through Airflow's object storage (imported only for them).
+* :mod:`.transcode` converts a declared encoding to UTF-8 while the bytes are read.
+* :func:`staged` makes a bounded local UTF-8 copy for the one reader that needs a local
+  file: the validator, whose scan splits a file between two processes. The operators
+  validate and upload from that one copy, so an object is read from storage once and
+  what was checked is exactly what is sent (``docs/sources.md`` has the measurements
+  behind this choice). The hook alone streams from storage straight into the upload.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, BinaryIO, cast
+
+from airflow_tables.sources.storage import (
+    SourceError,
+    SourceNotFoundError,
+    is_storage_path,
+    is_uri,
+    label_of,
+    local_opener,
+    local_size,
+    stat_object,
+)
+from airflow_tables.sources.transcode import Codec, Converter, DecodeError, Utf8Reader, declared
+
+if TYPE_CHECKING:
+    from airflow_tables.csv_rules import Problem
+
+__all__ = ["Source", "SourceError", "SourceNotFoundError", "is_uri", "open_source", "staged"]
+
+#: Bytes copied at a time into a staged copy.
+COPY_BLOCK = 4 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Source:
+    """A CSV to read: what to call it, how big it is, and its bytes as UTF-8.
+
+    ``label`` names it in messages (the path or URI as given, no password); ``name`` is
+    its base name, which names the upload and so the table. ``stored_size`` is its size
+    in storage; :meth:`utf8_size` what the service receives (the same, unless converted).
+    ``local_path`` is set when the bytes are in a local file as they are.
+    """
+
+    label: str
+    name: str
+    stored_size: int
+    local_path: str | None
+    codec: Codec | None
+    opener: Callable[[], BinaryIO]
+    #: For a staged copy: the encoding the original was in, its first undecodable bytes, and
+    #: False when the copy stopped at its size limit (the file is too large to send).
+    converted_from: Codec | None = None
+    decode_error: DecodeError | None = None
+    complete: bool = True
+
+    @property
+    def encoding(self) -> str | None:
+        """The declared encoding's canonical name (``cp1252``), or None for UTF-8."""
+        codec = self.codec or self.converted_from
+        return codec.name if codec else None
+
+    @property
+    def is_local_utf8(self) -> bool:
+        """A local file sent as it is: every reader can use it directly."""
+        return self.local_path is not None and self.codec is None
+
+    def open_stored(self) -> BinaryIO:
+        """The bytes as stored (in the declared encoding), streaming."""
+        return self.opener()
+
+    def open(self) -> BinaryIO:
+        """The bytes the service receives: UTF-8, converted while read when an encoding was declared."""
+        raw = self.opener()
+        return raw if self.codec is None else cast(BinaryIO, Utf8Reader(raw, self.codec))
+
+    def utf8_size(self) -> int:
+        """Bytes the service receives. A declared encoding costs one pass over the file to count them.
+
+        Raises :class:`SourceError` when a byte is not valid in the declared encoding.
+        """
+        return self.stored_size if self.codec is None else self._counted_utf8_size
+
+    @functools.cached_property
+    def _counted_utf8_size(self) -> int:
+        size, error = _count_utf8(self)
+        if error is not None:
+            raise SourceError(self.label, str(replace(self, decode_error=error).decode_problem()))
+        return size
+
+    def decode_problem(self) -> Problem | None:
+        """The first bytes not valid in the declared encoding, as a problem with its line; None if all are."""
+        if self.decode_error is None:
+            return None
+        from airflow_tables import csv_rules
+        from airflow_tables.csv_ranges import count_breaks
+
+        codec = self.converted_from or self.codec
+        with self.open() as f:
+            line = count_breaks(f, 0, self.decode_error.output_offset) + 1
+        error = self.decode_error
+        return csv_rules.undecodable_problem(line, codec.name if codec else "utf-8", error.source_offset, error.bad)
+
+
+def open_source(file: Any, encoding: str | None = None) -> Source:
+    """Find ``file`` (a local path, an ``ObjectStoragePath``, a URI or a :class:`Source`) and say how to read it.
+
+    Reads nothing but the object's metadata. Raises :class:`ValueError` for an unknown
+    ``encoding`` and :class:`SourceError` (:class:`SourceNotFoundError`, a
+    ``FileNotFoundError``, for a missing file) when it cannot be read.
+    """
+    codec = declared(encoding)
+    if isinstance(file, Source):
+        return file if encoding is None else replace(file, codec=codec)
+    if is_storage_path(file) or is_uri(file):
+        obj = stat_object(file)
+        return Source(label_of(file), obj.name, obj.size, obj.local_path, codec, obj.open)
+    path = os.fspath(file)
+    size = local_size(path)
+    return Source(path, os.path.basename(path), size, path, codec, local_opener(path))
+
+
+def _count_utf8(source: Source) -> tuple[int, DecodeError | None]:
+    """Convert the whole source once, keeping only the count (and the first undecodable bytes)."""
+    assert source.codec is not None
+    converter = Converter(source.codec)
+    total = 0
+    with source.open_stored() as raw:
+        while True:
+            block = raw.read(COPY_BLOCK)
+            total += converter.count(block, final=not block)
+            if not block:
+                return total, converter.first_error
+
+
+@contextlib.contextmanager
+def staged(source: Source, *, max_bytes: int | None = None) -> Iterator[Source]:
+    """A local UTF-8 copy of ``source`` for the time of the block, or ``source`` itself when it is one.
+
+    The copy is converted from the declared encoding on the way (its first undecodable
+    bytes kept in ``decode_error``), lives in a temporary directory under the source's
+    own name, and is bounded: past ``max_bytes`` the copy stops and is marked
+    ``complete=False`` (the file is too large to send anyway). An object that does not
+    have the size it was listed with is a :class:`SourceError`.
+    """
+    if source.is_local_utf8:
+        yield source
+        return
+    import tempfile  # not at import: the validator of local files starts in milliseconds
+
+    with tempfile.TemporaryDirectory(prefix="airflow-tables-") as tmp:
+        path = os.path.join(tmp, source.name or "source.csv")
+        written, complete, error = _copy(source, path, max_bytes)
+        yield Source(
+            source.label,
+            source.name,
+            written,
+            path,
+            None,
+            local_opener(path),
+            converted_from=source.codec,
+            decode_error=error,
+            complete=complete,
+        )
+
+
+def _copy(source: Source, path: str, max_bytes: int | None) -> tuple[int, bool, DecodeError | None]:
+    """Write the source's UTF-8 to ``path``; return bytes written, whether all of it, and the first decode error."""
+    converter = Converter(source.codec) if source.codec else None
+    read = written = 0
+    buffer = bytearray(COPY_BLOCK)
+    view = memoryview(buffer)
+    with source.open_stored() as raw, open(path, "wb") as out:
+        while True:
+            n = raw.readinto(view)  # type: ignore[attr-defined]  # every opener gives a raw or buffered reader
+            read += n
+            data = view[:n] if converter is None else converter.convert(view[:n], final=not n)
+            out.write(data)
+            written += len(data)
+            if max_bytes is not None and written > max_bytes:
+                return written, False, None
+            if not n:
+                break
+    if read != source.stored_size:
+        raise SourceError(
+            source.label, f"it changed size while it was read ({source.stored_size:,} bytes listed, {read:,} read)"
+        )
+    return written, True, converter.first_error if converter else None

@@ -1,0 +1,225 @@
+"""Declared encodings: which codec a name means, and converting its bytes to UTF-8 as they are read.
+
+The service reads UTF-8. A file in another encoding is converted block by block while
+it is read, never held whole: :class:`Converter` turns successive blocks of the source
+into UTF-8 (a character split between two blocks is carried over), and :class:`Utf8Reader`
+is the binary stream of the result, for the upload and the validator alike.
+
+Single-byte code pages (Windows-1252, Latin-1, ISO 8859-x, KOI8-R, EBCDIC...) go through a
+256-entry table applied by the C kernel ``airflow_tables._transcode`` (five to six times
+Python's codecs);
+every other codec (UTF-16, Shift JIS, GB18030...) through Python's incremental decoders.
+A byte the encoding does not define becomes U+FFFD and the first one is remembered
+(:attr:`Converter.first_error`): the validator reports it with its line, and the hook
+refuses to send the file.
+"""
+
+from __future__ import annotations
+
+import codecs
+import io
+import sys
+from dataclasses import dataclass
+from types import ModuleType
+from typing import BinaryIO
+
+_transcode: ModuleType | None
+try:
+    # A compiled module: no stub, so the checker does not know it (see setup.py).
+    from airflow_tables import _transcode  # type: ignore[attr-defined,no-redef]
+except ImportError:  # not built here (no C compiler at install time): Python's codecs do it
+    _transcode = None
+
+#: Codec names that mean "UTF-8 as it is": nothing to convert, today's UTF-8 rules apply.
+UTF8_CODECS = frozenset({"utf-8", "utf-8-sig"})
+#: How much of the source is converted at a time.
+BLOCK_BYTES = 1024 * 1024
+_REPLACEMENT = "\ufffd".encode()
+_UNDEFINED = 0x80
+
+
+@dataclass(frozen=True)
+class Codec:
+    """A declared text encoding other than UTF-8.
+
+    ``name`` is Python's canonical name (``cp1252``, ``iso8859-1``, ``utf-16``); ``table``
+    is set for single-byte code pages (each byte's UTF-8, see ``_transcode.c``).
+    """
+
+    name: str
+    table: bytes | None = None
+    ascii_same: bool = False
+
+
+def declared(encoding: str | None) -> Codec | None:
+    """The codec ``encoding`` names, or None for UTF-8 (the file is sent as it is).
+
+    Raises :class:`ValueError` for a name Python does not know, or one that is not a
+    text encoding (``base64``, ``rot13``): a mistake in the DAG, not in the file.
+    """
+    if encoding is None:
+        return None
+    try:
+        info = codecs.lookup(encoding)
+    except LookupError:
+        raise ValueError(
+            f"unknown encoding {encoding!r}: pass a Python codec name such as 'cp1252', 'latin-1' or 'utf-16'"
+        ) from None
+    if not getattr(info, "_is_text_encoding", True):
+        raise ValueError(f"{encoding!r} is not a text encoding: pass a codec such as 'cp1252', 'latin-1' or 'utf-16'")
+    if info.name in UTF8_CODECS:
+        return None
+    table = _single_byte_table(info)
+    ascii_same = table is not None and all(table[4 * b : 4 * b + 4] == bytes([b, 0, 0, 1]) for b in range(128))
+    return Codec(info.name, table, ascii_same)
+
+
+def _single_byte_table(info: codecs.CodecInfo) -> bytes | None:
+    """Each byte's UTF-8 (4 bytes an entry, see ``_transcode.c``), when the codec is a single-byte code page.
+
+    A codec is one when Python generated it from a decoding table (``encodings.cp1252`` and
+    its kind), or when it is Latin-1 or ASCII; each byte is then decoded on its own.
+    """
+    module = sys.modules.get(getattr(info.incrementaldecoder, "__module__", ""))
+    if info.name not in ("iso8859-1", "ascii") and not hasattr(module, "decoding_table"):
+        return None
+    entries = []
+    for byte in range(256):
+        try:
+            utf8 = bytes([byte]).decode(info.name).encode()
+            flag = 0
+        except UnicodeDecodeError:
+            utf8, flag = _REPLACEMENT, _UNDEFINED
+        if len(utf8) > 3:
+            return None  # not a code page of the Basic Multilingual Plane: the general path
+        entries.append(utf8.ljust(3, b"\0") + bytes([len(utf8) | flag]))
+    return b"".join(entries)
+
+
+@dataclass(frozen=True)
+class DecodeError:
+    """The first bytes that are not valid in the declared encoding, and where they are."""
+
+    source_offset: int  # in the file as stored
+    output_offset: int  # in its UTF-8 conversion (where the U+FFFD stands)
+    bad: bytes
+
+
+class Converter:
+    """Converts a source's successive blocks to UTF-8, carrying characters split between blocks."""
+
+    def __init__(self, codec: Codec) -> None:
+        self.codec = codec
+        self.consumed = 0  # source bytes converted so far
+        self.produced = 0  # UTF-8 bytes produced so far
+        self.first_error: DecodeError | None = None
+        self._kernel = _transcode if codec.table is not None else None
+        self._native = self._kernel is not None
+        self._decoder = None if self._native else codecs.getincrementaldecoder(codec.name)("strict")
+        self._target = bytearray()
+
+    def convert(self, block: bytes | memoryview, final: bool = False) -> memoryview:
+        """The UTF-8 of ``block``; valid until the next call (the buffer is reused)."""
+        out = self._native_convert(block) if self._native else memoryview(self._decode(bytes(block), final).encode())
+        self.consumed += len(block)
+        self.produced += len(out)
+        return out
+
+    def count(self, block: bytes | memoryview, final: bool = False) -> int:
+        """How many UTF-8 bytes ``block`` becomes, without keeping them (a size pass)."""
+        if self._native:
+            written, bad = self._single_byte(block, None)
+            self._note_native(block, bad)
+            self.consumed += len(block)
+            self.produced += written
+            return written
+        return len(self.convert(block, final))
+
+    def _native_convert(self, block: bytes | memoryview) -> memoryview:
+        if len(self._target) < 3 * len(block):
+            self._target = bytearray(3 * len(block))
+        written, bad = self._single_byte(block, self._target)
+        self._note_native(block, bad)
+        return memoryview(self._target)[:written]
+
+    def _single_byte(self, block: bytes | memoryview, target: bytearray | None) -> tuple[int, int]:
+        """The C kernel for a single-byte code page: (UTF-8 bytes written or counted, first bad byte or -1)."""
+        assert self._kernel is not None  # only called when _native
+        return self._kernel.single_byte_to_utf8(block, self.codec.table, self.codec.ascii_same, target)
+
+    def _note_native(self, block: bytes | memoryview, bad: int) -> None:
+        if bad >= 0 and self.first_error is None:
+            before, _ = self._single_byte(block[:bad], None)
+            self.first_error = DecodeError(self.consumed + bad, self.produced + before, bytes(block[bad : bad + 1]))
+
+    def _decode(self, data: bytes, final: bool) -> str:
+        decoder = self._decoder
+        assert decoder is not None  # set whenever the native kernel is not used
+        state = decoder.getstate()
+        try:
+            text = decoder.decode(data, final)
+        except UnicodeDecodeError as err:
+            # Note the first error, then decode the block again with every bad byte replaced.
+            pending = state[0] if isinstance(state[0], bytes) else b""
+            decoder.setstate(state)
+            decoder.errors = "replace"
+            before = decoder.decode((pending + data)[: err.start][len(pending) :], False)
+            decoder.setstate(state)
+            text = decoder.decode(data, final)
+            if self.first_error is None:
+                bad = (pending + data)[err.start : err.end]
+                offset = self.consumed - len(pending) + err.start
+                self.first_error = DecodeError(offset, self.produced + len(_strip_bom(before, self).encode()), bad)
+        except UnicodeError:
+            # "utf-16" and "utf-32" need a byte-order mark to start with: read on as little-endian, noted as an error.
+            if self.first_error is None:
+                self.first_error = DecodeError(self.consumed, self.produced, data[:4])
+            self._decoder = codecs.getincrementaldecoder(f"{self.codec.name}-le")("replace")
+            text = self._decoder.decode(data, final)
+        return _strip_bom(text, self)
+
+
+def _strip_bom(text: str, converter: Converter) -> str:
+    # A byte-order mark the codec kept (utf-16-le on a file that has one) is not data.
+    return text[1:] if converter.produced == 0 and text.startswith("\ufeff") else text
+
+
+class Utf8Reader(io.RawIOBase):
+    """The UTF-8 conversion of a binary stream in a declared encoding, as a binary stream of its own."""
+
+    def __init__(self, raw: BinaryIO, codec: Codec, block_size: int = BLOCK_BYTES) -> None:
+        super().__init__()
+        self.raw = raw
+        self.converter = Converter(codec)
+        self.block_size = block_size
+        self._pending = memoryview(b"")
+        self._eof = False
+        self._position = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:  # noqa: ANN001 - any writable buffer, as io's own
+        while not self._pending and not self._eof:
+            block = self.raw.read(self.block_size)
+            self._eof = not block
+            self._pending = self.converter.convert(block, final=self._eof)
+        n = min(len(buffer), len(self._pending))
+        buffer[:n] = self._pending[:n]
+        self._pending = self._pending[n:]
+        self._position += n
+        return n
+
+    def tell(self) -> int:
+        return self._position
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        """Only to where the stream already is: it cannot go back or skip ahead."""
+        if (whence, offset) not in ((io.SEEK_SET, self._position), (io.SEEK_CUR, 0)):
+            raise io.UnsupportedOperation("a converted stream is read from start to end")
+        return self._position
+
+    def close(self) -> None:
+        if not self.closed:
+            self.raw.close()
+        super().close()

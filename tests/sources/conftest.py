@@ -1,0 +1,39 @@
+"""Fixtures for reading files from object storage: a real S3 server (``tests/_s3.py``) and a bucket per test."""
+
+from __future__ import annotations
+
+import sqlite3
+import uuid
+from pathlib import Path
+
+import pytest
+from tests._s3 import S3Server
+from tests.hooks.conftest import hook, make_hook  # noqa: F401 - the hook tests' fixtures, reused
+
+CONN_ID = "aws_test"
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    with S3Server() as server:
+        yield server
+
+
+@pytest.fixture
+def bucket(s3_server, monkeypatch) -> str:
+    """A fresh bucket, reached as ``s3://aws_test@<bucket>/...`` through an ``aws`` connection in the environment."""
+    monkeypatch.setenv(*s3_server.connection_env(CONN_ID))
+    name = f"test-{uuid.uuid4().hex[:12]}"
+    s3_server.create_bucket(name)
+    return name
+
+
+def received_bytes(emulator, card_id: str) -> bytes:
+    """The bytes the emulator received for a table (its data file, as its store records it)."""
+    db = sqlite3.connect(f"file:{Path(emulator.data_dir) / 'emulator.sqlite3'}?mode=ro", uri=True)
+    try:
+        query = "SELECT COALESCE(pending_file, file) FROM cards WHERE card_id = ?"
+        (relative,) = db.execute(query, (card_id,)).fetchone()
+    finally:
+        db.close()
+    return (Path(emulator.data_dir) / relative).read_bytes()
