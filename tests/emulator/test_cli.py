@@ -14,10 +14,10 @@ from pathlib import Path
 
 import httpx
 import pytest
+from tests.emulator._cli import EMULATOR, start_cli, stop_cli
 
 from airflow_tables.emulator.testing import CONFIG_NAME, EmulatorProcess, make_test_config
 
-EMULATOR = [sys.executable, "-m", "airflow_tables.emulator"]
 curl = pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
 
 
@@ -64,29 +64,9 @@ def test_help_explains_keys_departments_credits_connectors_and_test_controls():
         assert words in text, words
 
 
-def _start(argv: list[str], workdir: Path, timeout: float = 30) -> tuple[subprocess.Popen, dict, Path]:
-    ready, log = workdir / "ready.json", workdir / f"out-{time.monotonic_ns()}.txt"
-    ready.unlink(missing_ok=True)
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [*argv, "--port", "0", "--ready-file", str(ready)], stdout=out, stderr=subprocess.STDOUT
-        )
-    deadline = time.monotonic() + timeout
-    while not ready.exists():
-        assert proc.poll() is None, log.read_text()
-        assert time.monotonic() < deadline, "not ready in time"
-        time.sleep(0.02)
-    return proc, json.loads(ready.read_text()), log
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    proc.terminate()
-    proc.wait(10)
-
-
 def test_a_first_run_without_config_prints_a_ready_to_use_key_and_department(tmp_path):
     data = tmp_path / "data"
-    proc, info, log = _start([*EMULATOR, "--data-dir", str(data)], tmp_path)
+    proc, info, log = start_cli([*EMULATOR, "--data-dir", str(data)], tmp_path)
     try:
         printed = log.read_text()
         key = re.search(r"X-API-Key:\s+(\S+)", printed).group(1)
@@ -105,8 +85,8 @@ def test_a_first_run_without_config_prints_a_ready_to_use_key_and_department(tmp
         )
         assert response.status_code == 200, response.text
     finally:
-        _stop(proc)
-    proc, info, log = _start([*EMULATOR, "--data-dir", str(data)], tmp_path)  # second run: same key, same table
+        stop_cli(proc)
+    proc, info, log = start_cli([*EMULATOR, "--data-dir", str(data)], tmp_path)  # second run: same key, same table
     try:
         second = log.read_text()
         assert "First run" not in second and "X-API-Key:" not in second  # the key's own lines, once
@@ -114,7 +94,7 @@ def test_a_first_run_without_config_prints_a_ready_to_use_key_and_department(tmp
         cards = httpx.get(f"{info['url']}/v1.0/projects/{project_id}/cards", headers=headers).json()["Cards"]
         assert [c["CardName"] for c in cards] == ["first"]
     finally:
-        _stop(proc)
+        stop_cli(proc)
 
 
 @pytest.mark.parametrize(
@@ -150,12 +130,12 @@ def test_a_toml_configuration_works(tmp_path):
         "[organisations.acme]\ncredits = 3\n\n"
         '[[api_keys]]\nkey = "toml-key"\norganisation = "acme"\nmanage = ["PRJ-t"]\n'
     )
-    proc, info, _ = _start([*EMULATOR, "--data-dir", str(tmp_path / "d"), "--config", str(path)], tmp_path)
+    proc, info, _ = start_cli([*EMULATOR, "--data-dir", str(tmp_path / "d"), "--config", str(path)], tmp_path)
     try:
         response = httpx.get(f"{info['url']}/v1.0/projects/PRJ-t/cards", headers={"X-API-Key": "toml-key"})
         assert response.status_code == 200 and response.json()["Cards"] == []
     finally:
-        _stop(proc)
+        stop_cli(proc)
 
 
 def test_a_port_in_use_is_reported(emulator, tmp_path):

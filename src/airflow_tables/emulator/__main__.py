@@ -112,21 +112,34 @@ def stop_with_parent() -> None:
     threading.Thread(target=watch, name="parent watch", daemon=True).start()
 
 
-def connection_line(config: EmulatorConfig, url: str) -> str | None:
-    """``export AIRFLOW_CONN_DATATABLES_DEFAULT='{...}'``: the provider's connection to this emulator, ready to paste.
+def connection_lines(config: EmulatorConfig, url: str, *, show_key: bool) -> list[str]:
+    """The provider's connection to this emulator, ``export AIRFLOW_CONN_DATATABLES_DEFAULT='{...}'``.
 
     The key is the first one that may manage data (import, delete), the ``project_id`` extra
     its first department, so operators may leave ``project_id`` out; the host has no ``/v1.0``
-    (the provider adds it). None when no key may manage a department.
+    (the provider adds it). The key itself is shown only when it is the emulator's own (the
+    data directory's config.json, written on the first run); a key from a ``--config`` file
+    is its owner's to paste, and is never printed. Nothing when no key may manage a department.
     """
-    key = next((k for k in config.api_keys.values() if k.manage), None)
-    if key is None:
-        return None
-    conn = {"conn_type": "datatables", "host": url, "password": key.key, "extra": {"project_id": sorted(key.manage)[0]}}
-    return f"export AIRFLOW_CONN_DATATABLES_DEFAULT={shlex.quote(json.dumps(conn))}"
+    numbered = [(i, k) for i, k in enumerate(config.api_keys.values()) if k.manage]
+    if not numbered:
+        return []
+    index, key = numbered[0]
+    password = key.key if show_key else f"<api_keys[{index}].key>"
+    extra = {"project_id": sorted(key.manage)[0]}
+    conn = {"conn_type": "datatables", "host": url, "password": password, "extra": extra}
+    export = f"  export AIRFLOW_CONN_DATATABLES_DEFAULT={shlex.quote(json.dumps(conn))}"
+    if show_key:
+        return ["Airflow connection (the provider's datatables_default), ready to paste:", export]
+    return [
+        f"Airflow connection (the provider's datatables_default), with the key of api_keys[{index}] in "
+        f"{config.config_path} for {password}:",
+        export,
+    ]
 
 
-def banner(config: EmulatorConfig, url: str, first_run: bool) -> str:
+def banner(config: EmulatorConfig, url: str, first_run: bool, own_config: bool) -> str:
+    """What the emulator prints once it listens; ``own_config``: the data directory's own config.json."""
     lines = [
         f"Data Tables Service emulator at {url} (endpoints under /v1.0)",
         f"  data: {config.data_dir}",
@@ -147,8 +160,7 @@ def banner(config: EmulatorConfig, url: str, first_run: bool) -> str:
         ]
     else:
         lines.append(f"  departments: {', '.join(sorted(config.departments))} (API keys are in the config)")
-    if (line := connection_line(config, url)) is not None:
-        lines += ["Airflow connection (the provider's datatables_default), ready to paste:", f"  {line}"]
+    lines += connection_lines(config, url, show_key=own_config)
     if config.test_controls:
         lines.append(f"  test controls: {url}/_emulator/ (not for normal use)")
     return "\n".join(lines)
@@ -209,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2 if isinstance(err, ConfigError) else 1
     if args.stop_with_parent:
         stop_with_parent()
-    print(banner(config, url, first_run), flush=True)
+    print(banner(config, url, first_run, own_config=args.config is None), flush=True)
     serve(app, sock, args, {"url": url, "port": config.port, "pid": os.getpid()})
     return 0
 
