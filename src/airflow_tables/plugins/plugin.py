@@ -4,8 +4,8 @@ Every Airflow component (scheduler, workers, triggerer, dag-processor) imports t
 the provider registers, so this module only declares: it imports no FastAPI, no hook and
 builds nothing. The FastAPI app is an ASGI stand-in that builds the real one
 (:func:`airflow_tables.plugins.app.create_app`) on its first request, which only the
-api-server ever serves. ``fastapi_apps`` and ``external_views`` exist from Airflow 3.1; an
-Airflow that does not know them ignores the attributes, and the provider loads as before.
+api-server ever serves. ``external_views`` exist from Airflow 3.1 (``fastapi_apps`` from 3.0);
+an Airflow that does not know an attribute ignores it, and the rest of the provider loads as before.
 """
 
 from __future__ import annotations
