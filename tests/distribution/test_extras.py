@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from importlib.metadata import requires
 
-BASE_ONLY = {"apache-airflow", "requests", "httpx"}
+BASE_ONLY = {"apache-airflow", "requests", "httpx", "xxhash"}  # xxhash: skip_if_unchanged's fingerprint
 
 
 def _requirements() -> tuple[set[str], dict[str, set[str]]]:

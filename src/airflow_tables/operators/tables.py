@@ -370,13 +370,18 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
         if look.status is not TableStatus.READY:
             self.log.info("Replacing %s although the file is unchanged: %s", card_id, look.message)
             return None
-        if completed != record.get("completion_time"):
+        # Completion times have whole seconds: a refresh ending in the same second as our upload's read
+        # would keep the time, so the row count (recorded with it) is compared too.
+        rows = (look.summary or {}).get("Rows")
+        if completed != record.get("completion_time") or rows != record.get("rows"):
             self.log.info(
-                "Replacing %s although the file is unchanged: the table was refreshed since (read at %s, "
-                "our last upload's read ended at %s)",
+                "Replacing %s although the file is unchanged: the table was refreshed since (read at %s with %s "
+                "rows; our last upload's read ended at %s with %s rows)",
                 card_id,
                 completed,
+                rows,
                 record.get("completion_time"),
+                record.get("rows"),
             )
             return None
         self.log.info(
