@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install the OS packages the end-to-end tests need (tests/e2e): PostgreSQL for
-# Airflow's metadata database, Debian's Chromium (and a font) for the UI checks.
+# Airflow's metadata database, Debian's Chromium (and a font) for the UI checks,
+# Redis as the Celery broker of the distributed run.
 #
 # Idempotent and fast: a package already installed is not asked for again, and
 # apt-get runs only when something is missing. Installs only as root; otherwise it
@@ -11,7 +12,7 @@
 #   scripts/system-deps.sh --check   only report; exit 1 if something is missing
 set -euo pipefail
 
-PACKAGES=(postgresql chromium fonts-dejavu-core)
+PACKAGES=(postgresql chromium fonts-dejavu-core redis-server)
 
 check_only=0
 [ "${1:-}" = "--check" ] && check_only=1
@@ -56,8 +57,8 @@ if ! apt-get install -y -q --no-install-recommends "${missing[@]}" >"$log" 2>&1;
   fi
 fi
 
-# The Debian package starts a cluster of its own on port 5432 where an init system
-# runs; the tests start theirs on a free port, so that one is left alone.
+# The Debian packages start a PostgreSQL cluster on port 5432 and Redis on 6379 where an
+# init system runs; the tests start theirs on free ports, so those are left alone.
 for p in "${missing[@]}"; do
   installed "$p" || { echo "system-deps: $p did not install" >&2; exit 1; }
 done

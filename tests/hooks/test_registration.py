@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from airflow_tables import get_provider_info
 from airflow_tables.hooks.tables import DataTablesHook
+from airflow_tables.version_compat import AIRFLOW_V_3_2_PLUS
 
 FIELDS = {"timeout", "verify", "max_retries", "retry_backoff", "project_id", "app_url"}
 
@@ -46,6 +49,10 @@ def test_airflow_providers_hooks_lists_the_connection_type(airflow_cli):
     assert ours["conn_id_attribute_name"] == "datatables_conn_id"
 
 
+@pytest.mark.skipif(
+    not AIRFLOW_V_3_2_PLUS,
+    reason="Airflow 3.1's ProvidersManager builds forms from FAB widgets only; its UI mocks FAB (next test)",
+)
 def test_providers_manager_registers_the_form_without_warnings(recwarn):
     from airflow.providers_manager import ProvidersManager
 
@@ -60,6 +67,19 @@ def test_providers_manager_registers_the_form_without_warnings(recwarn):
     hook = manager.hooks["datatables"]
     assert hook.connection_testable
     assert not [w for w in recwarn if "DataTablesHook" in str(w.message)]
+
+
+def test_the_ui_serves_the_labelled_form_on_every_airflow():
+    """What the UI's add-connection dialog is built from: on 3.1 through mocked FAB widgets, later from conn-fields."""
+    from airflow.api_fastapi.core_api.services.ui.connections import HookMetaService
+
+    (ours,) = [hook for hook in HookMetaService.hook_meta_data() if hook.connection_type == "datatables"]
+    assert ours.hook_class_name == "airflow_tables.hooks.tables.DataTablesHook"
+    assert ours.standard_fields.host.title == "Base URL"
+    assert ours.standard_fields.password.title == "API key"
+    assert ours.standard_fields.login.hidden
+    labels = {name: field["schema"]["title"] for name, field in ours.extra_fields.items()}
+    assert labels == {name: field["label"] for name, field in connection_type()["conn-fields"].items()}
 
 
 def test_every_module_and_class_named_in_the_provider_info_imports():

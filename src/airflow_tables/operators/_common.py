@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from airflow.sdk.exceptions import AirflowFailException
+from airflow_tables.version_compat import AirflowFailException
 
 if TYPE_CHECKING:
     from airflow_tables.hooks.tables import DataTablesHook

@@ -1,4 +1,4 @@
-"""State that survives a task's retries, and ``ResumableJobMixin`` on every supported Airflow.
+"""State that survives a task's retries, and the stand-in for ``ResumableJobMixin`` below Airflow 3.3.
 
 Airflow 3.3's ``ResumableJobMixin`` keeps the CardID of an accepted import in the task
 state store, so a retried task re-attaches to the table instead of paying for a second
@@ -7,7 +7,8 @@ import. Below 3.3 there is no task state store, and the stand-in of
 spend a credit per retry. Here, below 3.3, the same decisions are taken over an Airflow
 Variable keyed by the task instance (Airflow clears a task's XComs when it retries, so
 XCom cannot hold it). :func:`durable_store` gives the operators that same store for
-their own notes (an import whose answer was lost).
+their own notes (an import whose answer was lost). Which mixin the operators get is
+decided in :mod:`airflow_tables.version_compat`.
 """
 
 from __future__ import annotations
@@ -101,10 +102,4 @@ class DurableJobMixin:
         return self.get_job_result(external_id, context)
 
 
-try:
-    from airflow.sdk import ResumableJobMixin
-except ImportError:  # Airflow < 3.3
-    ResumableJobMixin = DurableJobMixin  # type: ignore[misc,assignment]
-
-
-__all__ = ["DurableJobMixin", "ResumableJobMixin", "durable_store"]
+__all__ = ["DurableJobMixin", "durable_store"]

@@ -12,10 +12,9 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk.exceptions import AirflowException, AirflowFailException
-
 from airflow_tables.hooks.status import TableStatus
 from airflow_tables.triggers.tables import ERROR, TIMEOUT, DataTablesProcessedTrigger
+from airflow_tables.version_compat import AirflowException, AirflowFailException
 
 if TYPE_CHECKING:
     from airflow_tables.hooks.status import Look, TableWatch

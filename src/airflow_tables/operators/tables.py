@@ -12,15 +12,21 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import AssetAlias, BaseOperator, conf
-from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
+from airflow.sdk import AssetAlias, BaseOperator
 
 from airflow_tables.assets import ALIAS_NAME, TableRef, asset_of, table_ref
 from airflow_tables.hooks.status import REPLACEMENT_SPACING, TableStatus, TableWatch, check_wait
 from airflow_tables.links import DataTablesTableLink, table_url
 from airflow_tables.operators import _waiting
 from airflow_tables.operators._common import DataTablesTaskMixin
-from airflow_tables.operators._resumable import ResumableJobMixin, durable_store
+from airflow_tables.operators._resumable import durable_store
+from airflow_tables.version_compat import (
+    AirflowException,
+    AirflowFailException,
+    AirflowSkipException,
+    ResumableJobMixin,
+    conf,
+)
 
 if TYPE_CHECKING:
     from airflow.sdk import Context, ObjectStoragePath, XComArg

@@ -6,12 +6,12 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf
-from airflow.sdk.exceptions import AirflowFailException
+from airflow.sdk import BaseSensorOperator, PokeReturnValue
 
 from airflow_tables.hooks.status import TableStatus, TableWatch, check_wait
 from airflow_tables.operators import _waiting
 from airflow_tables.operators._common import DataTablesTaskMixin
+from airflow_tables.version_compat import AirflowFailException, conf
 
 if TYPE_CHECKING:
     from airflow.sdk import Context

@@ -68,8 +68,12 @@ with _dag("dt_replace_retry"):
     )
 
 
-class LegacyImportOperator(DurableJobMixin, DataTablesImportOperator):
-    """The import as it runs on Airflow < 3.3: the earlier try's CardID kept in a Variable."""
+if issubclass(DataTablesImportOperator, DurableJobMixin):  # Airflow < 3.3: the import is the legacy one
+    LegacyImportOperator = DataTablesImportOperator
+else:
+
+    class LegacyImportOperator(DurableJobMixin, DataTablesImportOperator):  # type: ignore[no-redef]
+        """The import as it runs on Airflow < 3.3: the earlier try's CardID kept in a Variable."""
 
 
 with _dag("dt_import_retry_legacy"):

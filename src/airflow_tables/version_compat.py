@@ -1,0 +1,55 @@
+"""Every difference between the Airflow minors we support, in one place (as the ASF providers' ``version_compat``).
+
+The provider supports Airflow 3.1, 3.2 and 3.3 (``constraints/airflow-3.N.txt``). Modules
+import from here what is not the same on all of them, instead of testing versions or
+catching ``ImportError`` themselves:
+
+* ``conf``: ``airflow.sdk`` has it from 3.2; on 3.1 it is ``airflow.configuration.conf``.
+* ``AirflowException``, ``AirflowFailException``, ``AirflowSkipException``: the Task SDK's
+  own from 3.2. On 3.1 ``airflow.sdk.exceptions`` lacks the last two and the task runner
+  catches ``airflow.exceptions``' classes, so those are the ones a task must raise there.
+* ``ResumableJobMixin``: the Task SDK's from 3.3 (its task state store keeps the CardID
+  across retries); below 3.3, :class:`~airflow_tables.operators._resumable.DurableJobMixin`
+  takes the same decisions over an Airflow Variable.
+"""
+
+from __future__ import annotations
+
+
+def get_base_airflow_version_tuple() -> tuple[int, int, int]:
+    """The installed Airflow's (major, minor, micro), pre-release and local parts ignored."""
+    from airflow import __version__
+    from packaging.version import Version
+
+    version = Version(__version__)
+    return version.major, version.minor, version.micro
+
+
+AIRFLOW_V_3_2_PLUS = get_base_airflow_version_tuple() >= (3, 2, 0)
+AIRFLOW_V_3_3_PLUS = get_base_airflow_version_tuple() >= (3, 3, 0)
+
+if AIRFLOW_V_3_2_PLUS:
+    from airflow.sdk import conf
+    from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
+else:
+    from airflow.configuration import conf  # type: ignore[assignment]  # 3.1's config object, the same API
+    from airflow.exceptions import (  # type: ignore[no-redef]  # 3.1's classes, which its task runner catches
+        AirflowException,
+        AirflowFailException,
+        AirflowSkipException,
+    )
+
+if AIRFLOW_V_3_3_PLUS:
+    from airflow.sdk import ResumableJobMixin
+else:
+    from airflow_tables.operators._resumable import DurableJobMixin as ResumableJobMixin  # type: ignore[assignment]
+
+__all__ = [
+    "AIRFLOW_V_3_2_PLUS",
+    "AIRFLOW_V_3_3_PLUS",
+    "AirflowException",
+    "AirflowFailException",
+    "AirflowSkipException",
+    "ResumableJobMixin",
+    "conf",
+]
