@@ -10,7 +10,9 @@ costs little more than scanning it:
   not the whole table;
 * ``DataType`` is ``long`` when every non-blank value in the sample is an integer
   literal (optional sign, ASCII digits, surrounding blanks ignored) that fits in
-  64 bits, else ``string``; a column with no value at all is ``string``;
+  64 bits, else ``string``; a column with no value at all is ``string``. The rule and
+  the sample's size live in :mod:`airflow_tables.csv_types`, which the provider's
+  expectations step reads columns with too;
 * distinct values are counted exactly up to :data:`DISTINCT_CAP`, then reported
   as "more than" it, so memory stays bounded however wide the table.
 
@@ -26,22 +28,17 @@ from contextlib import closing
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from airflow_tables import csv_rules, csv_scan
+from airflow_tables import csv_rules, csv_scan, csv_types
+from airflow_tables.csv_types import SAMPLE_ROWS, SAMPLE_VALUES
 
 if TYPE_CHECKING:
     from airflow_tables.emulator.config import Connector
 
-SAMPLE_ROWS = 25_000
-SAMPLE_VALUES = 250_000
+__all__ = ["SAMPLE_ROWS", "SAMPLE_VALUES", "ColumnStats", "TableProfile", "connector_columns", "profile_file"]
+
 BATCH_VALUES = 16_000
 DISTINCT_CAP = 1_000
 EXAMPLES = 3
-LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
-
-
-def _is_int_literal(value: str) -> bool:
-    digits = value[1:] if value[0] in "+-" else value
-    return digits.isascii() and digits.isdigit()
 
 
 @dataclass
@@ -81,25 +78,17 @@ class ColumnStats:
             self._add_integers(stripped)
 
     def _add_integers(self, stripped: list[str]) -> None:
-        joined = "".join(stripped)
-        if not (joined.isascii() and joined.isdigit()) and not all(_is_int_literal(v) for v in stripped if v):
+        found = csv_types.long_range(stripped)
+        if found is None:
             self.integer = False
             return
-        try:
-            numbers = list(map(int, filter(None, stripped)))
-        except ValueError:  # more digits than int() accepts: not a long anyway
-            self.integer = False
-            return
-        lo, hi = min(numbers), max(numbers)
-        if lo < LONG_MIN or hi > LONG_MAX:
-            self.integer = False
-            return
+        lo, hi = found
         self.lo = lo if self.lo is None else min(self.lo, lo)
         self.hi = hi if self.hi is None else max(self.hi, hi)
 
     @property
     def data_type(self) -> str:
-        return "long" if self.integer and self.values > self.blanks else "string"
+        return csv_types.LONG if self.integer and self.values > self.blanks else csv_types.STRING
 
     def describe(self, sampled: int, total: int) -> str:
         """One or two sentences that are true of the sampled values."""
@@ -148,7 +137,7 @@ def profile_file(scan: csv_scan.FileScan, file_name: str) -> TableProfile:
     """Profile an accepted file from its scan: values from a bounded sample, shape from the full scan."""
     stats = [ColumnStats(name) for name in scan.columns]
     width = len(stats)
-    limit = min(SAMPLE_ROWS, max(1, SAMPLE_VALUES // max(width, 1)))
+    limit = csv_types.sample_rows(width)
     batch_rows = max(1, BATCH_VALUES // max(width, 1))
     batch: list[list[str]] = []
     sampled = 0
