@@ -55,8 +55,11 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
 
     The file is validated first (``validate=True``): a file the service would refuse or
     misread fails the task before any request, so it costs nothing. An optional Great
-    Expectations suite (``expectations``: a suite, a suite dict or the path of a suite
-    JSON file) is checked next, also before any request. The import itself costs one
+    Expectations suite (``expectations``: a suite, an expectation or a list of them, a suite
+    dict, the path of a suite JSON file, or a callable ``configure_expectations(context)``
+    returning one of these) is checked next, also before any request, on the columns it
+    names as the service will type them; its result goes to XCom ``gx_result``, and a failed
+    suite fails the task without retry (see docs/expectations.md). The import itself costs one
     credit and is sent once: the CardID is kept in the task state store as soon as the
     service accepts the file, so a retried task re-attaches to that table instead of
     importing again. The CardID and the table's URL go to XCom before the wait, and the
@@ -189,7 +192,7 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
             yield source
 
     def _submit(self, context: Context, source: Source) -> dict:
-        fingerprint = self._check_file(source)
+        fingerprint = self._check_file(context, source)
         project = self.department
         store = durable_store(context)
         job = self._adopt_lost_import(store.get(_PENDING_KEY), project)
@@ -270,21 +273,22 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
             raise AirflowFailException(f"{self.task_id}: {problem}; nothing was sent.")
         self.department  # noqa: B018 - an empty project_id fails here, before any request
 
-    def _check_file(self, source: Source) -> str | None:
+    def _check_file(self, context: Context, source: Source) -> str | None:
         """Validate (and check expectations) before any request; failures are final, not retried.
 
         With ``skip_if_unchanged``, the fingerprint of the bytes to be sent (the staged copy)
         is computed alongside the validation scan and returned.
         """
         if not self.skip_if_unchanged:
-            self._validate(source)
+            self._validate(context, source)
             return None
         from airflow_tables.fingerprint import while_validating
 
         assert source.local_path is not None  # staged by _source
-        return while_validating(lambda: self._validate(source), source.local_path)[1]
+        return while_validating(lambda: self._validate(context, source), source.local_path)[1]
 
-    def _validate(self, source: Source) -> None:
+    def _validate(self, context: Context, source: Source) -> None:
+        """The validation, then the expectations, whose result (``describe_dict()``) goes to XCom ``gx_result``."""
         if not self.validate and self.expectations is None:
             return
         from airflow_tables.validation import validate_source
@@ -298,12 +302,16 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
 
             raise AirflowFailException(str(CsvValidationError(report.path, report.errors)))
         if self.expectations is not None:
-            from airflow_tables.operators._expectations import ExpectationsFailed, check
+            from airflow_tables.operators._expectations import ExpectationsError, check
 
             try:
-                self.log.info("%s", check(report, self.expectations, path=source.local_path))
-            except ExpectationsFailed as err:
+                outcome = check(report, self.expectations, path=source.local_path)
+            except ExpectationsError as err:
                 raise AirflowFailException(f"{self.file_path}: {err}") from None
+            context["ti"].xcom_push(key="gx_result", value=outcome.result)
+            self.log.info("%s", outcome.summary)
+            if not outcome.success:
+                raise AirflowFailException(f"{self.file_path}: {outcome.failure_message()}")
 
     # -- sending the file once ----------------------------------------------------------------
 

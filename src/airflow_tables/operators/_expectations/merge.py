@@ -1,0 +1,108 @@
+"""One row-wise expectation's results over consecutive chunks, merged into its result over the whole file.
+
+GX reports a column-map expectation (``SUMMARY`` format) as counts and the first unexpected
+values; over consecutive chunks the counts add up and the first values of the file are the
+first values of the first chunks, so the merged result is what GX reports on the whole file
+(``tests/operators/test_expectations_chunked.py`` holds it to that). The fields are computed
+as GX computes them (``_format_map_output`` and ``_mostly_success`` in
+``great_expectations.expectations.expectation``); success is recomputed from the totals,
+honouring ``mostly``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from great_expectations.core import ExpectationSuiteValidationResult, ExpectationValidationResult
+
+#: GX's SUMMARY format keeps this many unexpected values and row numbers (``partial_unexpected_count``).
+PARTIAL = 20
+
+
+def merge(chunks: list[ExpectationValidationResult]) -> ExpectationValidationResult:
+    """The result over the whole file of one expectation validated chunk by chunk, in file order."""
+    from great_expectations.core import ExpectationValidationResult
+
+    failed = next((r for r in chunks if r.exception_info.get("raised_exception")), None)
+    if failed is not None:  # the expectation could not run on these values: say why, as GX would
+        return failed
+    first = chunks[0]
+    parts = [r.result for r in chunks]
+    total = sum(p["element_count"] for p in parts)
+    unexpected = sum(p["unexpected_count"] for p in parts)
+    # Expectations about nulls themselves report no missing count: every row is considered.
+    missing = sum(p["missing_count"] for p in parts) if all("missing_count" in p for p in parts) else None
+    considered = total if missing is None else total - missing
+    mostly = first.expectation_config.kwargs.get("mostly", 1)
+    success = considered == 0 or (float(considered) - float(unexpected)) / float(considered) >= mostly
+    values = _first(parts, "partial_unexpected_list")
+    result: dict[str, Any] = {
+        "element_count": total,
+        "unexpected_count": unexpected,
+        "unexpected_percent": _percent(unexpected, considered if total else 0),
+        "partial_unexpected_list": values,
+    }
+    if missing is not None:
+        result.update(
+            missing_count=missing,
+            missing_percent=_percent(missing, total),
+            unexpected_percent_total=_percent(unexpected, total),
+            unexpected_percent_nonmissing=_percent(unexpected, considered if total else 0),
+        )
+    result["partial_unexpected_counts"] = _counts(values)
+    result["partial_unexpected_index_list"] = _first(parts, "partial_unexpected_index_list")
+    return ExpectationValidationResult(
+        success=success,
+        expectation_config=first.expectation_config,
+        result=result,
+        meta=first.meta,
+        exception_info=first.exception_info,
+    )
+
+
+def suite_result(
+    name: str, results: list[ExpectationValidationResult], meta: dict | None = None
+) -> ExpectationSuiteValidationResult:
+    """A suite's result from its expectations' results, with GX's statistics."""
+    from great_expectations.core import ExpectationSuiteValidationResult
+
+    successful = sum(1 for r in results if r.success)
+    return ExpectationSuiteValidationResult(
+        success=successful == len(results),
+        results=results,
+        suite_name=name,
+        statistics={
+            "evaluated_expectations": len(results),
+            "successful_expectations": successful,
+            "unsuccessful_expectations": len(results) - successful,
+            "success_percent": successful / len(results) * 100 if results else None,
+        },
+        meta=meta,
+    )
+
+
+def _percent(part: int, whole: int) -> float | None:
+    return part / whole * 100 if whole > 0 else None
+
+
+def _first(parts: list[dict], key: str) -> list:
+    """The first :data:`PARTIAL` entries of ``key`` over the chunks, in order."""
+    kept: list = []
+    for part in parts:
+        if len(kept) >= PARTIAL:
+            break
+        kept.extend(part.get(key) or [])
+    return kept[:PARTIAL]
+
+
+def _counts(values: list) -> list[dict]:
+    """How often each of the kept unexpected values occurs among them, most frequent first, as GX lists them."""
+    # Multicolumn expectations report a row as a dict; GX counts them as tuples of their values.
+    hashable = [tuple(v.values()) if isinstance(v, dict) else v for v in values]
+    try:
+        common = Counter(hashable).most_common(PARTIAL)
+        return [{"value": value, "count": count} for value, count in sorted(common, key=lambda kv: (-kv[1], kv[0]))]
+    except TypeError:
+        return [{"error": "partial_exception_counts requires a hashable type"}]
