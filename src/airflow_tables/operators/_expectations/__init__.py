@@ -18,6 +18,7 @@ GX itself is imported here, when a task has a suite, never when a DAG file is pa
 
 from __future__ import annotations
 
+import copy
 import logging
 import os
 from dataclasses import dataclass
@@ -126,10 +127,11 @@ def _validate_data(
     columns = f"{len(steps.columns)} of {len(reader.report.columns)} columns"
     if steps.row_wise:
         per: dict[int, list[ExpectationValidationResult]] = {id(e): [] for e in steps.data}
+        part = _Part(gx, steps.data, steps.suite.name)
         chunks = 0
         for frame in reader.chunks():
             chunks += 1
-            for key, chunk_result in _validate(gx, batches, frame, steps.data, steps.suite.name).items():
+            for key, chunk_result in part.validate(batches, frame).items():
                 per[key].append(chunk_result)
             del frame  # before the next chunk is read
         found.update({key: merge(results) for key, results in per.items()})
@@ -147,11 +149,22 @@ def _validate(
     gx: Any, batches: BatchDefinition, frame: pd.DataFrame, expectations: list[Expectation], name: str
 ) -> dict[int, ExpectationValidationResult]:
     """Each expectation's result on ``frame``, keyed by the expectation's ``id()``."""
-    part = gx.ExpectationSuite(name=name, expectations=expectations)
-    result = batches.get_batch(batch_parameters={"dataframe": frame}).validate(part, result_format="SUMMARY")
-    if len(result.results) != len(expectations):
-        raise AssertionError(f"GX returned {len(result.results)} results for {len(expectations)} expectations")
-    return {id(e): r for e, r in zip(expectations, result.results, strict=True)}
+    return _Part(gx, expectations, name).validate(batches, frame)
+
+
+class _Part:
+    """Some of a suite's expectations, validated together on one frame after another."""
+
+    def __init__(self, gx: Any, expectations: list[Expectation], name: str) -> None:
+        self.expectations = expectations
+        # Copies: an expectation belongs to one suite only (the user's may be registered in the context).
+        self.suite = gx.ExpectationSuite(name=name, expectations=[copy.copy(e) for e in expectations])
+
+    def validate(self, batches: BatchDefinition, frame: pd.DataFrame) -> dict[int, ExpectationValidationResult]:
+        result = batches.get_batch(batch_parameters={"dataframe": frame}).validate(self.suite, result_format="SUMMARY")
+        if len(result.results) != len(self.expectations):
+            raise AssertionError(f"GX returned {len(result.results)} results for {len(self.expectations)} expectations")
+        return {id(e): r for e, r in zip(self.expectations, result.results, strict=True)}
 
 
 def describe(result: ExpectationValidationResult) -> str:
@@ -181,11 +194,21 @@ def describe(result: ExpectationValidationResult) -> str:
 def _distinct(values: list) -> list:
     shown: list = []
     for value in values:
-        if value not in shown:
+        if not _missing(value) and value not in shown:
             shown.append(value)
             if len(shown) == SHOWN:
                 break
     return shown
+
+
+def _missing(value: Any) -> bool:
+    """Whether a value is None, NaN or pandas' NA (what "not null" expectations list as unexpected)."""
+    if value is None:
+        return True
+    try:
+        return bool(value != value)
+    except TypeError:  # pandas' NA answers NA, which has no truth value
+        return True
 
 
 def _short(value: Any, limit: int = 60) -> str:

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 #: About how much of the file pandas' parser holds at a time (its buffers grow with every column of the file).
 PARSE_BYTES = 4 * 1024 * 1024
 #: How many values (rows x columns read) a chunk handed to GX holds.
-FRAME_VALUES = 250_000
+FRAME_VALUES = 200_000
 #: How many values that are not whole numbers are kept per ``long`` column, to show in the log.
 SAMPLES = 5
 _LITERAL = r"[+-]?[0-9]+"
@@ -74,7 +74,7 @@ class ColumnReader:
         pending: list[pd.DataFrame] = []
         held = 0
         empty = True
-        for piece in self._typed():
+        for piece in self._typed(at_most=rows):
             pending.append(piece)
             held += len(piece)
             if held >= rows:
@@ -108,11 +108,12 @@ class ColumnReader:
             }
         )
 
-    def _typed(self) -> Iterator[pd.DataFrame]:
-        """Parser-sized pieces of the columns, typed; checks the row count against the scan's."""
+    def _typed(self, at_most: int | None = None) -> Iterator[pd.DataFrame]:
+        """Typed pieces of the columns, parser-sized or ``at_most`` rows; checks the row count against the scan."""
         if not self.types:
             self.sniff_types()
         rows = max(1_000, PARSE_BYTES * max(self.report.rows, 1) // max(self.report.size_bytes, 1))
+        rows = min(rows, at_most or rows)
         read = 0
         for piece in self._raw(rows, chunked=True):
             read += len(piece)

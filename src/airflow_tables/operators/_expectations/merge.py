@@ -51,7 +51,9 @@ def merge(chunks: list[ExpectationValidationResult]) -> ExpectationValidationRes
             unexpected_percent_total=_percent(unexpected, total),
             unexpected_percent_nonmissing=_percent(unexpected, considered if total else 0),
         )
-    result["partial_unexpected_counts"] = _counts(values)
+    counts = _counts(values)
+    if counts is not None:
+        result["partial_unexpected_counts"] = counts
     result["partial_unexpected_index_list"] = _first(parts, "partial_unexpected_index_list")
     return ExpectationValidationResult(
         success=success,
@@ -97,12 +99,15 @@ def _first(parts: list[dict], key: str) -> list:
     return kept[:PARTIAL]
 
 
-def _counts(values: list) -> list[dict]:
-    """How often each of the kept unexpected values occurs among them, most frequent first, as GX lists them."""
-    # Multicolumn expectations report a row as a dict; GX counts them as tuples of their values.
+def _counts(values: list) -> list[dict] | None:
+    """How often each kept unexpected value occurs among them, most frequent first; None where GX lists none.
+
+    Multicolumn expectations report a row as a dict, which GX counts as the tuple of its
+    values; values GX cannot count (column pairs come as lists) get no counts at all.
+    """
     hashable = [tuple(v.values()) if isinstance(v, dict) else v for v in values]
     try:
         common = Counter(hashable).most_common(PARTIAL)
         return [{"value": value, "count": count} for value, count in sorted(common, key=lambda kv: (-kv[1], kv[0]))]
     except TypeError:
-        return [{"error": "partial_exception_counts requires a hashable type"}]
+        return None

@@ -99,11 +99,28 @@ def _to_suite(value: Any, gx: ModuleType, *, default_name: str, source: str) -> 
     if isinstance(value, (str, os.PathLike)):
         value = _read_json(os.fspath(value))
     if isinstance(value, dict):
-        try:
-            return gx.ExpectationSuite(**value)
-        except Exception as err:  # GX raises pydantic, marshmallow and its own errors for a bad suite
-            raise ExpectationsError(f"{source} is not a valid Great Expectations suite: {err}") from None
+        return _from_dict(value, gx, source)
     raise ExpectationsError(f"{source} gave {type(value).__name__}; expectations must be {FORMS}")
+
+
+def _from_dict(value: dict, gx: ModuleType, source: str) -> ExpectationSuite:
+    """A suite from its dict, refusing any expectation GX cannot build (GX itself would log and drop it)."""
+    from great_expectations.expectations.expectation_configuration import ExpectationConfiguration
+
+    built = []
+    for number, item in enumerate(value.get("expectations") or [], start=1):
+        try:
+            built.append(ExpectationConfiguration(**item).to_domain_obj())
+        except Exception as err:  # GX raises its own, pydantic's and TypeError for a bad expectation
+            kind = item.get("type") if isinstance(item, dict) else None
+            raise ExpectationsError(
+                f"{source}: expectation {number} ({kind or 'no type'}) is not a valid Great Expectations "
+                f"expectation: {err}"
+            ) from None
+    try:
+        return gx.ExpectationSuite(**{**value, "expectations": built})
+    except Exception as err:  # a missing name, an unknown key
+        raise ExpectationsError(f"{source} is not a valid Great Expectations suite: {err}") from None
 
 
 def _read_json(path: str) -> Any:
