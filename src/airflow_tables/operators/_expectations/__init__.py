@@ -170,8 +170,8 @@ class _Part:
 def describe(result: ExpectationValidationResult) -> str:
     """``expect_x(column='a', ...): 3 of 10 unexpected (30.0%), e.g. -1, -2``: one expectation's outcome."""
     config = result.expectation_config
-    kwargs = ", ".join(f"{k}={v!r}" for k, v in config.kwargs.items() if k != "batch_id")
-    head = f"{config.type}({kwargs})"
+    kwargs = ", ".join(f"{k}={v!r}" for k, v in (config.kwargs if config else {}).items() if k != "batch_id")
+    head = f"{config.type if config else 'expectation'}({kwargs})"
     info = result.exception_info or {}
     if info.get("raised_exception"):
         return f"{head}: could not be evaluated: {info.get('exception_message')}"
