@@ -31,8 +31,11 @@ if TYPE_CHECKING:
 
 #: About how much of the file pandas' parser holds at a time (its buffers grow with every column of the file).
 PARSE_BYTES = 4 * 1024 * 1024
-#: How many values (rows x columns read) a chunk handed to GX holds.
+#: How many values (rows x columns read) a chunk handed to GX holds...
 FRAME_VALUES = 200_000
+#: ... but never fewer rows than this: each GX validation costs about 20 ms per expectation
+#: whatever its size, so a suite over many columns gets wider chunks, not thousands of them.
+MIN_CHUNK_ROWS = 10_000
 #: How many values that are not whole numbers are kept per ``long`` column, to show in the log.
 SAMPLES = 5
 _LITERAL = r"[+-]?[0-9]+"
@@ -70,7 +73,7 @@ class ColumnReader:
 
     def chunks(self, values: int | None = None) -> Iterator[pd.DataFrame]:
         """The columns in consecutive chunks of about ``values`` (default :data:`FRAME_VALUES`) values each."""
-        rows = max(1, (values or FRAME_VALUES) // max(len(self.columns), 1))
+        rows = max(MIN_CHUNK_ROWS, (values or FRAME_VALUES) // max(len(self.columns), 1))
         pending: list[pd.DataFrame] = []
         held = 0
         empty = True
