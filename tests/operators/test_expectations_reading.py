@@ -211,3 +211,20 @@ def test_importing_gx_keeps_its_registration_noise_out_of_the_logs():
     logged = out.stdout + out.stderr
     assert "great_expectations" in logged  # GX's other INFO lines still come through
     assert "Skipping registering function" not in logged
+
+
+def test_a_file_in_a_declared_encoding_is_read_from_its_utf8_copy(tmp_path):
+    from airflow_tables.sources import open_source, staged
+    from airflow_tables.validation import validate_source
+
+    path = tmp_path / "cities.csv"
+    path.write_bytes("city,n\nZürich,1\nGdańsk,2\n".replace("ń", "n").encode("cp1252"))
+    with staged(open_source(path, encoding="cp1252")) as copy:
+        report = validate_source(copy)
+        assert report.ok, [str(p) for p in report.errors]
+        outcome = check(
+            report,
+            suite("cities", expectation("expect_column_values_to_be_in_set", column="city", value_set=["Zürich"])),
+            path=copy.local_path,
+        )
+    assert outcome.result["expectations"][0]["result"]["partial_unexpected_list"] == ["Gdansk"]

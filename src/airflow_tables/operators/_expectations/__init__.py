@@ -66,13 +66,13 @@ class Outcome:
         return f"{self.summary}; nothing was uploaded. Failed:\n" + "\n".join(f"- {f}" for f in self.failures)
 
 
-def check(report: CsvReport, expectations: Any, *, path: str | None = None) -> Outcome:
+def check(report: CsvReport, expectations: Any, path: str | None = None) -> Outcome:
     """Validate the file ``report`` describes against ``expectations``, in any form :func:`.suite.load_suite` takes.
 
-    ``path`` is where the bytes are, when not at ``report.path`` (a local copy of an object in storage).
-
-    Raises :class:`ExpectationsError` when the suite cannot be checked at all (GX not
-    installed, a malformed suite, a column the file does not have).
+    ``path`` is the local UTF-8 file to read when ``report.path`` is not one (an object in
+    storage, a file in a declared encoding: the operators' staged copy). Raises
+    :class:`ExpectationsError` when the suite cannot be checked at all (GX not installed,
+    a malformed suite, a column the file does not have).
     """
     gx = import_gx()
     context = ephemeral_context(gx)
@@ -90,7 +90,7 @@ def check(report: CsvReport, expectations: Any, *, path: str | None = None) -> O
     if steps.header:
         found.update(_validate(gx, batches, reader.header(), steps.header, suite.name))
     if steps.rows:
-        found.update(_validate(gx, batches, ColumnReader(report, []).whole(), steps.rows, suite.name))
+        found.update(_validate(gx, batches, ColumnReader(report, [], path).whole(), steps.rows, suite.name))
     how = ""
     if steps.data:
         how = _validate_data(gx, batches, reader, steps, found)
@@ -170,11 +170,8 @@ class _Part:
 def describe(result: ExpectationValidationResult) -> str:
     """``expect_x(column='a', ...): 3 of 10 unexpected (30.0%), e.g. -1, -2``: one expectation's outcome."""
     config = result.expectation_config
-    if config is None:  # GX fills it for every result of a suite run; a hand-made result may lack it
-        head = "an expectation"
-    else:
-        kwargs = ", ".join(f"{k}={v!r}" for k, v in config.kwargs.items() if k != "batch_id")
-        head = f"{config.type}({kwargs})"
+    kwargs = ", ".join(f"{k}={v!r}" for k, v in (config.kwargs if config else {}).items() if k != "batch_id")
+    head = f"{config.type if config else 'expectation'}({kwargs})"
     info = result.exception_info or {}
     if info.get("raised_exception"):
         return f"{head}: could not be evaluated: {info.get('exception_message')}"

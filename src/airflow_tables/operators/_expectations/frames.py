@@ -31,20 +31,26 @@ if TYPE_CHECKING:
 
 #: About how much of the file pandas' parser holds at a time (its buffers grow with every column of the file).
 PARSE_BYTES = 4 * 1024 * 1024
-#: How many values (rows x columns read) a chunk handed to GX holds.
+#: How many values (rows x columns read) a chunk handed to GX holds...
 FRAME_VALUES = 200_000
+#: ... but never fewer rows than this: each GX validation costs about 20 ms per expectation
+#: whatever its size, so a suite over many columns gets wider chunks, not thousands of them.
+MIN_CHUNK_ROWS = 10_000
 #: How many values that are not whole numbers are kept per ``long`` column, to show in the log.
 SAMPLES = 5
 _LITERAL = r"[+-]?[0-9]+"
 
 
 class ColumnReader:
-    """Reads ``columns`` of the file ``report`` describes, typed as the service types them."""
+    """Reads ``columns`` of the file ``report`` describes, typed as the service types them.
+
+    ``path`` is the local UTF-8 copy to read when ``report.path`` is not a local UTF-8 file.
+    """
 
     def __init__(self, report: CsvReport, columns: list[str], path: str | None = None) -> None:
         self.report = report
-        self.path = path or report.path  # a staged local copy of an object in storage, or the file itself
         self.columns = columns
+        self.path = path or report.path
         self.types: dict[str, str] = {}
         #: per ``long`` column: how many values were not whole numbers, and the first few of them
         self.not_long: dict[str, tuple[int, list[str]]] = {}
@@ -67,7 +73,7 @@ class ColumnReader:
 
     def chunks(self, values: int | None = None) -> Iterator[pd.DataFrame]:
         """The columns in consecutive chunks of about ``values`` (default :data:`FRAME_VALUES`) values each."""
-        rows = max(1, (values or FRAME_VALUES) // max(len(self.columns), 1))
+        rows = max(MIN_CHUNK_ROWS, (values or FRAME_VALUES) // max(len(self.columns), 1))
         pending: list[pd.DataFrame] = []
         held = 0
         empty = True
@@ -139,7 +145,7 @@ class ColumnReader:
             dtype=str,
             keep_default_na=False,
             na_values=[""],
-            encoding=self.report.encoding,
+            encoding="utf-8-sig",  # what is read is UTF-8: the file itself, or its converted copy
             encoding_errors="replace",
             engine="c",
             **options,

@@ -35,8 +35,7 @@ def merge(chunks: list[ExpectationValidationResult]) -> ExpectationValidationRes
     # Expectations about nulls themselves report no missing count: every row is considered.
     missing = sum(p["missing_count"] for p in parts) if all("missing_count" in p for p in parts) else None
     considered = total if missing is None else total - missing
-    config = first.expectation_config
-    mostly = config.kwargs.get("mostly", 1) if config is not None else 1
+    mostly = first.expectation_config.kwargs.get("mostly", 1) if first.expectation_config else 1
     success = considered == 0 or (float(considered) - float(unexpected)) / float(considered) >= mostly
     values = _first(parts, "partial_unexpected_list")
     result: dict[str, Any] = {
