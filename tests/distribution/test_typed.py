@@ -23,6 +23,10 @@ def wheel(tmp_path_factory) -> zipfile.ZipFile:
     if tool is None:
         pytest.skip("uv is not installed (scripts/setup.sh installs it)")
     out = tmp_path_factory.mktemp("wheel")
+    # setuptools leaves src/airflow_tables.egg-info behind; on sys.path, it makes Airflow see the
+    # package twice (its plugin "already registered"), so it goes when the build is done.
+    egg_info = ROOT / "src" / "airflow_tables.egg-info"
+    had_egg_info = egg_info.exists()
     build = subprocess.run(
         [tool, "build", "--wheel", "--out-dir", str(out), str(ROOT)],
         capture_output=True,
@@ -30,6 +34,8 @@ def wheel(tmp_path_factory) -> zipfile.ZipFile:
         timeout=600,
         env={**os.environ, "UV_NO_PROGRESS": "1"},
     )
+    if not had_egg_info:
+        shutil.rmtree(egg_info, ignore_errors=True)
     assert build.returncode == 0, build.stderr[-3000:]
     (path,) = out.glob("airflow_tables-*.whl")
     return zipfile.ZipFile(path)
