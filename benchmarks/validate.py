@@ -25,7 +25,8 @@ from _common import Row, csv_file, machine, med, median_runs, python, run_proces
 from airflow_tables import csv_fastpath  # noqa: E402
 
 DUCKDB = (
-    "import duckdb, sys; con = duckdb.connect(); "
+    # No progress bar: past 2 s (a loaded machine) duckdb draws one on stdout, where the count is read.
+    "import duckdb, sys; con = duckdb.connect(); con.execute('SET enable_progress_bar = false'); "
     "print(con.execute(\"SELECT count(*) FROM read_csv(?, header=true, quote='\\\"', escape='\\\"', "
     "delim=',', all_varchar=true, strict_mode=true)\", [sys.argv[1]]).fetchone()[0])"
 )
