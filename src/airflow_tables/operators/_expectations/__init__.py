@@ -30,7 +30,7 @@ from airflow_tables.operators._expectations._gx import (
     ephemeral_context,
     import_gx,
 )
-from airflow_tables.operators._expectations.frames import ColumnReader
+from airflow_tables.operators._expectations.frames import ColumnReader, system_allocator
 from airflow_tables.operators._expectations.merge import merge, suite_result
 from airflow_tables.operators._expectations.suite import Plan, load_suite, plan
 
@@ -75,6 +75,11 @@ def check(report: CsvReport, expectations: Any, path: str | None = None) -> Outc
     a malformed suite, a column the file does not have).
     """
     gx = import_gx()
+    with system_allocator():
+        return _check(gx, report, expectations, path)
+
+
+def _check(gx: Any, report: CsvReport, expectations: Any, path: str | None) -> Outcome:
     context = ephemeral_context(gx)
     suite = load_suite(expectations, gx, context)
     name = os.path.basename(report.path)

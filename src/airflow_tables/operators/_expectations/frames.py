@@ -7,7 +7,7 @@ types them (:mod:`airflow_tables.csv_types`, the rule the emulator uses too):
 * a ``long`` column (decided on the first rows, like the service) holds integers: ``int64``,
   or the nullable ``Int64`` where a blank makes a value missing. A later value that is not a
   whole number is missing too, and counted (see :attr:`ColumnReader.not_long`);
-* every other column is text (pandas' ``str``), kept as written;
+* every other column is text (``dtype=str``: pandas 3's string dtype, Python strings before), as written;
 * a blank (empty, or only whitespace) is a missing value in either.
 
 Column names are the ones the service gives the table (``CsvReport.columns``: blank
@@ -16,8 +16,10 @@ headings named, repeated ones numbered).
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
+import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -30,7 +32,7 @@ if TYPE_CHECKING:
     from airflow_tables.validation import CsvReport
 
 #: About how much of the file pandas' parser holds at a time (its buffers grow with every column of the file).
-PARSE_BYTES = 4 * 1024 * 1024
+PARSE_BYTES = 1024 * 1024
 #: How many values (rows x columns read) a chunk handed to GX holds...
 FRAME_VALUES = 200_000
 #: ... but never fewer rows than this: each GX validation costs about 20 ms per expectation
@@ -77,16 +79,16 @@ class ColumnReader:
         pending: list[pd.DataFrame] = []
         held = 0
         empty = True
-        for piece in self._typed(at_most=rows):
+        for piece in self._pieces(at_most=rows):
             pending.append(piece)
             held += len(piece)
             if held >= rows:
-                chunk = _joined(pending)
+                chunk = self._typed(_joined(pending))
                 pending, held, empty = [], 0, False  # not held twice while the chunk is validated
                 yield chunk
                 del chunk
         if pending or empty:  # a file with no rows still gets its (vacuous) results
-            yield _joined(pending) if pending else self._empty()
+            yield self._typed(_joined(pending)) if pending else self._empty()
 
     def whole(self) -> pd.DataFrame:
         """The columns whole, indexed by row number from 0 (zero columns: just the row count)."""
@@ -94,8 +96,12 @@ class ColumnReader:
 
         if not self.columns:
             return pd.DataFrame(index=pd.RangeIndex(self.report.rows))
-        pieces = list(self._typed())
-        return _joined(pieces) if pieces else self._empty()
+        pieces = list(self._pieces())
+        if not pieces:
+            return self._empty()
+        text = _joined(pieces)
+        del pieces  # joined: not held twice while typed
+        return self._typed(text)
 
     def header(self) -> pd.DataFrame:
         """Every column of the file and no row: what the table's shape questions are answered on."""
@@ -111,17 +117,14 @@ class ColumnReader:
             }
         )
 
-    def _typed(self, at_most: int | None = None) -> Iterator[pd.DataFrame]:
-        """Typed pieces of the columns, parser-sized or ``at_most`` rows; checks the row count against the scan."""
+    def _pieces(self, at_most: int | None = None) -> Iterator[pd.DataFrame]:
+        """The columns as text, in parser-sized pieces (or ``at_most`` rows); checks the row count against the scan."""
         if not self.types:
             self.sniff_types()
         rows = max(1_000, PARSE_BYTES * max(self.report.rows, 1) // max(self.report.size_bytes, 1))
-        rows = min(rows, at_most or rows)
         read = 0
-        for piece in self._raw(rows, chunked=True):
+        for piece in self._raw(min(rows, at_most or rows), chunked=True):
             read += len(piece)
-            for column in self.columns:
-                piece[column] = self._typed_column(column, piece[column])
             yield piece
         if read != self.report.rows:
             raise ExpectationsError(
@@ -129,8 +132,18 @@ class ColumnReader:
                 f"{self.report.rows:,}; the file is not what the service would read (validate=True lists why)"
             )
 
+    def _typed(self, text: pd.DataFrame) -> pd.DataFrame:
+        """The text columns as the table holds them: blanks missing, ``long`` columns as integers."""
+        if not len(text):
+            return text
+        text = text.mask(text.apply(_only_whitespace))
+        for column in self.columns:
+            if self.types[column] == csv_types.LONG:
+                text[column] = self._as_long(column, text[column])
+        return text
+
     def _raw(self, rows: int, chunked: bool = False) -> Iterator[pd.DataFrame]:
-        """The columns as text, blanks missing: one frame of the first ``rows`` rows, or every row in pieces."""
+        """The columns as text, empty cells missing: one frame of the first ``rows`` rows, or every row in pieces."""
         import pandas as pd
 
         options = {"chunksize": rows} if chunked else {"nrows": rows}
@@ -154,13 +167,7 @@ class ColumnReader:
             yield frames
             return
         with frames:
-            for frame in frames:
-                yield frame.mask(frame.apply(_only_whitespace)) if len(frame) else frame
-
-    def _typed_column(self, column: str, text: pd.Series) -> pd.Series:
-        if self.types[column] != csv_types.LONG:
-            return text
-        return self._as_long(column, text)
+            yield from frames
 
     def _as_long(self, column: str, text: pd.Series) -> pd.Series:
         """``text`` as the integers a ``long`` column holds; values that are not whole numbers become missing."""
@@ -181,6 +188,26 @@ class ColumnReader:
             shown = samples + [v for v in itertools.islice(text[bad], SAMPLES - len(samples))]
             self.not_long[column] = (count + int(bad.sum()), shown)
         return values if values.hasnans else values.astype("int64")
+
+
+@contextlib.contextmanager
+def system_allocator() -> Iterator[None]:
+    """Have pyarrow (which holds pandas 3's text columns) allocate with the system allocator meanwhile.
+
+    Its default allocator (mimalloc) keeps freed memory for reuse, and chunk after chunk the
+    step's resident memory creeps up by tens of MiB; the system's hands large blocks back.
+    Buffers remember their allocator, so restoring the default afterwards is safe.
+    """
+    pyarrow = sys.modules.get("pyarrow")  # imported by pandas when pandas uses it
+    if pyarrow is None:
+        yield
+        return
+    previous = pyarrow.default_memory_pool()
+    pyarrow.set_memory_pool(pyarrow.system_memory_pool())
+    try:
+        yield
+    finally:
+        pyarrow.set_memory_pool(previous)
 
 
 def _only_whitespace(text: pd.Series) -> pd.Series:
