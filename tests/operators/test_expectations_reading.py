@@ -228,3 +228,11 @@ def test_a_file_in_a_declared_encoding_is_read_from_its_utf8_copy(tmp_path):
             path=copy.local_path,
         )
     assert outcome.result["expectations"][0]["result"]["partial_unexpected_list"] == ["Gdansk"]
+
+
+def test_a_byte_order_mark_is_not_part_of_the_first_column(tmp_path):
+    path = tmp_path / "bom.csv"
+    path.write_bytes(b"\xef\xbb\xbfid,name\n1,a\n2,b\n")
+    report = validate_csv(path)
+    outcome = check(report, suite("bom", expectation("expect_column_values_to_be_between", column="id", max_value=1)))
+    assert outcome.result["expectations"][0]["result"]["partial_unexpected_list"] == [2]

@@ -80,6 +80,7 @@ def check(report: CsvReport, expectations: Any, path: str | None = None) -> Outc
 
 
 def _check(gx: Any, report: CsvReport, expectations: Any, path: str | None) -> Outcome:
+    """:func:`check`, once GX is imported: the suite's plan, the reads it needs, the result."""
     context = ephemeral_context(gx)
     suite = load_suite(expectations, gx, context)
     name = os.path.basename(report.path)

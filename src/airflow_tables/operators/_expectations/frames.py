@@ -158,7 +158,7 @@ class ColumnReader:
             dtype=str,
             keep_default_na=False,
             na_values=[""],
-            encoding="utf-8-sig",  # what is read is UTF-8: the file itself, or its converted copy
+            encoding="utf-8",  # the file itself or its converted copy; a BOM is in the header, which is skipped
             encoding_errors="replace",
             engine="c",
             **options,
