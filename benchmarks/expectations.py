@@ -158,26 +158,18 @@ def main(argv: list[str] | None = None) -> int:
             )
             case = f"{columns} cols, {args.size} MiB, {CASES[suite]}, vs whole-file pandas read"
             peak = f"+{ours['added']:.0f} vs +{today['added']:.0f} MiB"
-            if suite == "row-wise":
+            if suite == "row-wise":  # the row compares times; memory is held to a bound
+                cells = (f"{ours['seconds']:.1f} s", f"{today['seconds']:.1f} s")
                 ratio = ours["seconds"] / today["seconds"]
                 met = ours["added"] <= ROW_WISE_MAX_MIB and ratio <= 1.0
                 target = f"<= 1x time, <= +{ROW_WISE_MAX_MIB} MiB"
-            else:
+            else:  # the row compares added memory; the times are shown beside it
+                cells = (f"+{ours['added']:.0f} MiB", f"+{today['added']:.0f} MiB")
                 ratio = ours["added"] / today["added"]
                 met = ratio <= AGGREGATE_MAX_RATIO
                 target = f"<= {AGGREGATE_MAX_RATIO}x memory"
-            rows.append(
-                Row(
-                    "expectations",
-                    case,
-                    f"{ours['seconds']:.1f} s",
-                    f"{today['seconds']:.1f} s",
-                    ratio,
-                    peak,
-                    target,
-                    met,
-                )
-            )
+                peak += f" ({ours['seconds']:.1f} vs {today['seconds']:.1f} s)"
+            rows.append(Row("expectations", case, *cells, ratio, peak, target, met))
             if not met:
                 failures.append(f"{path.name}, {suite}: {peak}, {ours['seconds']:.1f} s vs {today['seconds']:.1f} s")
     print("targets: " + ("all met" if not failures else "MISSED: " + "; ".join(failures)))
