@@ -23,19 +23,33 @@ ALGORITHM = "xxh3-128"
 
 
 def fingerprint_file(path: str | os.PathLike[str], *, encoding: str | None = None) -> str:
-    """``xxh3-128:<hex>:<size>`` of the file's bytes, read in blocks (memory does not grow with it)."""
+    """``xxh3-128:<hex>:<size>`` of the file's bytes.
+
+    The file is mapped, not read: the hash reads the page cache in place, without copying
+    512 MiB through a buffer beside the validation scan that reads the same pages (on a
+    virtual machine that copy costs more than the hash). Memory does not grow with the file:
+    mapped pages are the page cache's.
+    """
+    import mmap
+
     import xxhash
 
     hasher = xxhash.xxh3_128()
     if encoding is not None:
         hasher.update(f"encoding={encoding.lower()}\0".encode())
-    size = 0
-    buffer = bytearray(BLOCK_SIZE)
-    view = memoryview(buffer)
-    with open(path, "rb", buffering=0) as f:
-        while n := f.readinto(buffer):
-            hasher.update(view[:n])
-            size += n
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size:  # an empty file cannot be mapped; its hash is that of no bytes
+            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+                if hasattr(mapped, "madvise"):
+                    mapped.madvise(mmap.MADV_SEQUENTIAL)
+                view = memoryview(mapped)
+                try:
+                    for start in range(0, len(mapped), BLOCK_SIZE):
+                        hasher.update(view[start : start + BLOCK_SIZE])
+                finally:
+                    view.release()
+                size = len(mapped)
     return f"{ALGORITHM}:{hasher.hexdigest()}:{size}"
 
 
