@@ -20,6 +20,7 @@ newest minor only) or ``packaging`` (it builds and installs a wheel once).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import subprocess
 import sys
 import time
@@ -30,6 +31,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from constraints import ROOT, constraints_path, test_requirements, uv  # noqa: E402
 
 VENVS = ROOT / ".venvs"
+SOURCES_DIR = ROOT / "src" / "airflow_tables"
+#: In each venv: the digest of the inputs it was last installed from (see inputs_digest).
+STAMP = ".airflow-tables-inputs"
 #: The minors ``make test`` runs here; the newest (3.3) is ``.venv`` itself.
 OLDER_MINORS = ("3.1", "3.2")
 #: Test directories that never import Airflow: the same on every minor.
@@ -55,9 +59,20 @@ def base_python() -> str:
     return str(Path(sys.base_prefix) / "bin" / f"python{sys.version_info.major}.{sys.version_info.minor}")
 
 
+def inputs_digest(minor: str) -> str:
+    """What the venv's contents follow from: the constraints, the project's metadata and its C source."""
+    digest = hashlib.sha256()
+    for path in (constraints_path(minor), ROOT / "pyproject.toml", ROOT / "setup.py", *SOURCES_DIR.glob("*.c")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
 def setup(minor: str) -> None:
-    """Create the minor's venv if missing and install the constrained set (quick when nothing changed)."""
+    """Create the minor's venv if missing and install the constrained set; nothing to do if its inputs are unchanged."""
     venv = venv_dir(minor)
+    stamp = venv / STAMP
+    if python_of(minor).exists() and stamp.exists() and stamp.read_text() == inputs_digest(minor):
+        return
     if not python_of(minor).exists():
         subprocess.run([uv(), "venv", "--quiet", "--python", base_python(), str(venv)], check=True)
     command = [
@@ -75,6 +90,7 @@ def setup(minor: str) -> None:
         str(constraints_path(minor)),
     ]
     subprocess.run(command, check=True, cwd=ROOT)
+    stamp.write_text(inputs_digest(minor))
 
 
 def airflow_version(minor: str) -> str:
