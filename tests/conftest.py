@@ -15,9 +15,11 @@ must run without it.
 
 from __future__ import annotations
 
+import base64
 import importlib.util
 import json
 import os
+import secrets
 import shutil
 import subprocess
 import sys
@@ -27,6 +29,13 @@ from pathlib import Path
 # Airflow reads AIRFLOW_HOME when it is first imported: keep every test away from ~/airflow.
 os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="airflow-tables-home-"))
 os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
+# Airflow 3.2's dag.test() runs the execution API in process, whose start-up fails without a JWT
+# secret (then every task fails with "'State' object has no attribute 'svcs_registry'").
+os.environ.setdefault("AIRFLOW__API_AUTH__JWT_SECRET", secrets.token_hex(32))
+# One Fernet key for every process of the session, as a deployment's components share one: a
+# test's subprocess (a first try killed mid-task) and its retry here must read each other's
+# Variables; without a key Airflow 3.2 makes one per process and the retry reads ciphertext.
+os.environ.setdefault("AIRFLOW__CORE__FERNET_KEY", base64.urlsafe_b64encode(os.urandom(32)).decode())
 
 import pytest  # noqa: E402
 

@@ -62,16 +62,19 @@ def pytest_collection_modifyitems(config, items):
         if _is_e2e(item):
             item.add_marker(pytest.mark.e2e)
 
-    # The e2e tests after the rest of the suite, their smoke tests first: when the stack
-    # itself is broken, those say so most plainly. Otherwise the order is kept, but for:
-    # The refresh watcher's test next: example_datatables_cleanup (pattern "*") deletes every table
-    # of the department, the watched one included.
+    # The e2e tests after the rest of the suite. The distributed run first: it brings a stack
+    # of its own and has the 2 cores to itself before the session's stack starts. Then the
+    # smoke tests: when the session's stack itself is broken, those say so most plainly. Then
+    # the refresh watcher's test: example_datatables_cleanup (pattern "*") deletes every table
+    # of the department, the watched one included. Otherwise the order is kept.
     def rank(item) -> int:
         if not _is_e2e(item):
             return 0
-        if "test_smoke_stack" in item.nodeid:
+        if "test_distributed_e2e" in item.nodeid:
             return 1
-        return 2 if "test_refresh_watcher" in item.nodeid else 3
+        if "test_smoke_stack" in item.nodeid:
+            return 2
+        return 3 if "test_refresh_watcher" in item.nodeid else 4
 
     items.sort(key=rank)
 
@@ -83,6 +86,11 @@ def pytest_runtest_makereport(item, call):
     setattr(item, f"rep_{report.when}", report)
     if report.failed and _stack is not None and _is_e2e(item):
         report.sections.append(("e2e component logs", _stack.log_tails()))
+    # The distributed run's own stack (test_distributed_e2e.py): where its logs are kept, and their tails.
+    distributed = getattr(item, "funcargs", {}).get("distributed")
+    if report.failed and distributed is not None:
+        stack = distributed.stack
+        report.sections.append(("distributed e2e logs", f"kept in {stack.log_dir}\n{stack.log_tails()}"))
 
 
 @pytest.fixture(scope="session")

@@ -170,7 +170,8 @@ def test_resume_after_the_first_try_is_killed(dags_module, datatables_conn, stat
     poll_until_complete returns, which once left the task without its XCom).
     """
     emulator = datatables_conn
-    emulator.set_processing_delay(4.0 if killed == "after the import" else 8.0)
+    # "while waiting": the table must still be read when the retry starts, also on a busy machine.
+    emulator.set_processing_delay(4.0 if killed == "after the import" else 20.0)
     path = orders_csv(tmp_path)
     logical_date = datetime.now(timezone.utc).replace(microsecond=0)
     script = (
@@ -249,7 +250,8 @@ def test_delete_waits_for_a_read_then_deletes(dags_module, datatables_conn, tmp_
 
 
 def test_delete_refuses_a_table_being_read_when_asked(dags_module, datatables_conn, tmp_path):
-    datatables_conn.set_processing_delay(5.0)
+    # Long enough to outlast dag.test()'s start-up on a busy machine (it costs nothing: the task fails at once).
+    datatables_conn.set_processing_delay(60.0)
     card_id = import_table(datatables_conn, orders_csv(tmp_path))
     dag_run = run(dags_module, "dt_delete_no_wait", card_id=card_id)
     assert state(dag_run, "delete") == "failed"

@@ -1,0 +1,120 @@
+"""The built distribution, installed the way a user installs it: a wheel, a clean venv, the 3.3 constraints.
+
+``uv build`` makes the sdist and the wheel; the wheel (not the source tree) goes into a
+fresh venv with ``constraints/airflow-3.3.txt``; there ``airflow providers list`` shows the
+provider, and ``example_datatables_import`` runs with ``airflow dags test`` against the
+emulator. Marked ``packaging``: it runs once per ``make test``, on the newest Airflow
+(``scripts/matrix.py`` leaves it out of the older minors' runs).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from airflow_tables.emulator.testing import EmulatorProcess
+
+ROOT = Path(__file__).resolve().parents[2]
+DAG_ID = "example_datatables_import"
+
+pytestmark = [pytest.mark.packaging, pytest.mark.timeout(900)]
+
+
+def uv() -> str:
+    found = shutil.which("uv") or str(Path.home() / ".local" / "bin" / "uv")
+    if not Path(found).exists():
+        pytest.fail("uv is not installed (scripts/setup.sh installs it)")
+    return found
+
+
+def run(argv: list[str], *, env: dict[str, str] | None = None, cwd: Path, timeout: float = 600) -> str:
+    result = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=cwd, timeout=timeout)
+    assert result.returncode == 0, (
+        f"{' '.join(argv)} exited {result.returncode}:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    )
+    return result.stdout
+
+
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("dist")
+    run([uv(), "build", "--quiet", "--out-dir", str(out), str(ROOT)], cwd=ROOT)
+    return out
+
+
+@pytest.fixture(scope="module")
+def installed(dist, tmp_path_factory) -> Path:
+    """A venv holding the wheel and its constrained dependencies, and nothing from the source tree."""
+    (wheel,) = dist.glob("*.whl")
+    venv = tmp_path_factory.mktemp("wheel-venv") / "venv"
+    base = Path(sys.base_prefix) / "bin" / f"python{sys.version_info.major}.{sys.version_info.minor}"
+    run([uv(), "venv", "--quiet", "--python", str(base), str(venv)], cwd=venv.parent)
+    constraints = ROOT / "constraints" / "airflow-3.3.txt"
+    run(
+        [uv(), "pip", "install", "--quiet", "--compile-bytecode", "--python", str(venv / "bin" / "python")]
+        + [str(wheel), "-c", str(constraints)],
+        cwd=venv.parent,
+    )
+    return venv
+
+
+def test_uv_build_makes_an_sdist_with_the_c_source_and_a_wheel_with_the_provider(dist):
+    (sdist,) = dist.glob("airflow_tables-*.tar.gz")
+    (wheel,) = dist.glob("airflow_tables-*.whl")
+    import tarfile
+
+    with tarfile.open(sdist) as tar:
+        names = tar.getnames()
+    assert any(n.endswith("src/airflow_tables/_speedups.c") for n in names), names
+    with zipfile.ZipFile(wheel) as zf:
+        names = zf.namelist()
+        entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
+        assert "provider_info = airflow_tables:get_provider_info" in zf.read(entry_points).decode()
+    assert "airflow_tables/operators/tables.py" in names
+    assert not any(n.startswith(("tests/", "scripts/", "dags/")) for n in names), "test or repo files in the wheel"
+
+
+def test_the_installed_wheel_lists_the_provider_and_runs_a_dag(installed, tmp_path):
+    bin_dir = installed / "bin"
+    home = tmp_path / "airflow-home"
+    dags = tmp_path / "dags"
+    shutil.copytree(ROOT / "dags" / "data", dags / "data")
+    shutil.copy(ROOT / "dags" / f"{DAG_ID}.py", dags)
+    # Nothing of this checkout may leak in: a clean environment, the venv's tools, a directory of its own.
+    env = {
+        "PATH": f"{bin_dir}:/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "LANG": "C.UTF-8",
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "NO_PROXY": "127.0.0.1,localhost",
+    }
+    where = run(
+        [str(bin_dir / "python"), "-c", "import airflow_tables; print(airflow_tables.__file__)"], env=env, cwd=tmp_path
+    )
+    assert where.strip().startswith(str(installed)), f"imported from {where.strip()}, not the wheel"
+
+    providers = json.loads(run([str(bin_dir / "airflow"), "providers", "list", "-o", "json"], env=env, cwd=tmp_path))
+    ours = [p for p in providers if p["package_name"] == "airflow-tables"]
+    assert ours, [p["package_name"] for p in providers]
+    from airflow_tables import __version__
+
+    assert ours[0]["version"] == __version__
+
+    with EmulatorProcess(processing_delay=1.0) as emulator:
+        connection = {"conn_type": "datatables", "host": emulator.base_url, "password": emulator.api_key}
+        connection["extra"] = {"project_id": emulator.project_id}
+        env["AIRFLOW_CONN_DATATABLES_DEFAULT"] = json.dumps(connection)
+        run([str(bin_dir / "airflow"), "db", "migrate"], env=env, cwd=tmp_path)
+        before = {card["CardID"] for card in emulator.list_cards()}
+        run([str(bin_dir / "airflow"), "dags", "test", DAG_ID], env=env, cwd=tmp_path)
+        new = [card for card in emulator.list_cards() if card["CardID"] not in before]
+    assert len(new) == 1, new
+    assert new[0]["Processed"] and new[0]["SuccessfulUpload"], new[0]
