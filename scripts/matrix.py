@@ -12,6 +12,9 @@ because they never import Airflow and so cannot change with it: the CSV validato
 the emulator's tests, and everything marked ``e2e`` (the real distributed stack runs on the
 newest minor only) or ``packaging`` (it builds and installs a wheel once).
 
+The minors' test runs go side by side (each mostly keeps one core busy), each into
+``artifacts/matrix/airflow-3.N.log``, printed when it ends.
+
     scripts/matrix.py                     set up and test 3.1 and 3.2
     scripts/matrix.py 3.1 -- -x -k sensor  one minor, extra pytest arguments
     scripts/matrix.py --setup-only 3.2    only (re)build the venv
@@ -21,6 +24,8 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import os
+import shutil
 import subprocess
 import sys
 import time
@@ -31,6 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from constraints import ROOT, constraints_path, test_requirements, uv  # noqa: E402
 
 VENVS = ROOT / ".venvs"
+#: Each minor's pytest output (they run side by side) and its Airflow home.
+LOGS = ROOT / "artifacts" / "matrix"
 SOURCES_DIR = ROOT / "src" / "airflow_tables"
 #: In each venv: the digest of the inputs it was last installed from (see inputs_digest).
 STAMP = ".airflow-tables-inputs"
@@ -99,10 +106,41 @@ def airflow_version(minor: str) -> str:
     return result.stdout.strip()
 
 
-def run_tests(minor: str, pytest_args: list[str]) -> int:
+def test_command(minor: str, pytest_args: list[str]) -> list[str]:
     ignores = [f"--ignore={path}" for path in AIRFLOW_FREE] + [f"--deselect={test}" for test in HEAVY]
-    command = [str(python_of(minor)), "-m", "pytest", "-m", MARKERS, *ignores, *pytest_args]
-    return subprocess.run(command, cwd=ROOT).returncode
+    return [str(python_of(minor)), "-m", "pytest", "-m", MARKERS, "-p", "no:cacheprovider", *ignores, *pytest_args]
+
+
+def test_env(minor: str) -> dict[str, str]:
+    """The environment of a minor's pytest: an Airflow home of its own, so minors run side by side."""
+    home = LOGS / f"airflow-{minor}-home"
+    shutil.rmtree(home, ignore_errors=True)
+    home.mkdir(parents=True)
+    return {**os.environ, "AIRFLOW_HOME": str(home)}
+
+
+def run_side_by_side(minors: list[str], pytest_args: list[str]) -> dict[str, tuple[int, float]]:
+    """Run every minor's tests at once, each into its log; print the logs in order; return (exit, seconds).
+
+    A test run here is mostly one busy core (dag.test() runs the task in its process), so on
+    a 2-core machine two minors side by side take little longer than one.
+    """
+    LOGS.mkdir(parents=True, exist_ok=True)
+    running = {}
+    for minor in minors:
+        log = open(LOGS / f"airflow-{minor}.log", "wb")  # noqa: SIM115 - closed once the run ends
+        process = subprocess.Popen(
+            test_command(minor, pytest_args), cwd=ROOT, env=test_env(minor), stdout=log, stderr=subprocess.STDOUT
+        )
+        running[minor] = (process, log, time.monotonic())
+    outcome = {}
+    for minor, (process, log, started) in running.items():
+        code = process.wait()
+        log.close()
+        outcome[minor] = (code, time.monotonic() - started)
+        print(f"\n===== matrix: Airflow {minor}, its pytest ({LOGS.relative_to(ROOT)}/airflow-{minor}.log) =====")
+        print((LOGS / f"airflow-{minor}.log").read_text(errors="replace"), flush=True)
+    return outcome
 
 
 def main() -> int:
@@ -115,24 +153,27 @@ def main() -> int:
     pytest_args = argv[split + 1 :]  # after "--": passed to pytest
 
     results: dict[str, str] = {}
+    ready = []
     for minor in args.minors:
-        started = time.monotonic()
         print(f"\n===== matrix: Airflow {minor} in {venv_dir(minor).relative_to(ROOT)} =====", flush=True)
+        started = time.monotonic()
         try:
             setup(minor)
         except subprocess.CalledProcessError as err:
             results[minor] = f"SET-UP FAILED ({err}); constraints: {constraints_path(minor).relative_to(ROOT)}"
             continue
+        print(f"Airflow {airflow_version(minor)}, set up in {time.monotonic() - started:.0f} s", flush=True)
         if args.setup_only:
             results[minor] = f"set up, Airflow {airflow_version(minor)}"
-            continue
-        code = run_tests(minor, pytest_args)
-        took = time.monotonic() - started
+        else:
+            ready.append(minor)
+
+    for minor, (code, took) in run_side_by_side(ready, pytest_args).items():
         verdict = "passed" if code == 0 else f"FAILED (pytest exit {code})"
         results[minor] = f"Airflow {airflow_version(minor)}: {verdict} in {took:.0f} s"
 
     print("\n===== matrix summary =====")
-    for minor, result in results.items():
+    for minor, result in sorted(results.items()):
         print(f"  {minor}: {result}")
         if "FAILED" in result:
             print(f"       re-run: scripts/matrix.py {minor}")

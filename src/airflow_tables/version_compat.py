@@ -8,6 +8,9 @@ catching ``ImportError`` themselves:
 * ``AirflowException``, ``AirflowFailException``, ``AirflowSkipException``: the Task SDK's
   own from 3.2. On 3.1 ``airflow.sdk.exceptions`` lacks the last two and the task runner
   catches ``airflow.exceptions``' classes, so those are the ones a task must raise there.
+* :func:`newest_asset_events`: a task reads any asset's events, newest first, through the
+  Task SDK's ``InletEventsAccessor`` from 3.2; 3.1 has no such accessor, only the message
+  under it, which returns every event, oldest first.
 * ``ResumableJobMixin``: the Task SDK's from 3.3 (its task state store keeps the CardID
   across retries); below 3.3, :class:`~airflow_tables.operators._resumable.DurableJobMixin`
   takes the same decisions over an Airflow Variable.
@@ -44,6 +47,24 @@ if AIRFLOW_V_3_3_PLUS:
 else:
     from airflow_tables.operators._resumable import DurableJobMixin as ResumableJobMixin  # type: ignore[assignment]
 
+
+def newest_asset_events(name: str, uri: str, limit: int) -> list:
+    """The asset's newest ``limit`` events (``AssetEventResult``), newest first; read from inside a task."""
+    if AIRFLOW_V_3_2_PLUS:
+        from airflow.sdk.execution_time.context import InletEventsAccessor
+
+        return list(InletEventsAccessor(asset_name=name, asset_uri=uri).ascending(False).limit(limit))
+    from airflow.sdk.exceptions import AirflowRuntimeError
+    from airflow.sdk.execution_time.comms import ErrorResponse, GetAssetEventByAsset
+    from airflow.sdk.execution_time.task_runner import SUPERVISOR_COMMS
+
+    answer = SUPERVISOR_COMMS.send(GetAssetEventByAsset(name=name, uri=uri))
+    if isinstance(answer, ErrorResponse):
+        raise AirflowRuntimeError(answer)
+    events = sorted(answer.iter_asset_event_results(), key=lambda event: event.timestamp, reverse=True)
+    return events[:limit]
+
+
 __all__ = [
     "AIRFLOW_V_3_2_PLUS",
     "AIRFLOW_V_3_3_PLUS",
@@ -52,4 +73,5 @@ __all__ = [
     "AirflowSkipException",
     "ResumableJobMixin",
     "conf",
+    "newest_asset_events",
 ]

@@ -17,8 +17,11 @@ start = time.perf_counter()
 import airflow.sdk
 # Airflow's own cost for any DAG with an asset: it loads every installed provider's asset handlers
 # (the amazon provider's import boto3 and requests). Paid here, so only what the DAG file adds is counted.
-from airflow.sdk.providers_manager_runtime import ProvidersManagerTaskRuntime
-ProvidersManagerTaskRuntime().asset_uri_handlers
+try:  # Airflow 3.2+: the task runtime's own providers manager
+    from airflow.sdk.providers_manager_runtime import ProvidersManagerTaskRuntime as Providers
+except ImportError:  # Airflow 3.1
+    from airflow.providers_manager import ProvidersManager as Providers
+Providers().asset_uri_handlers
 # Airflow's own cost of a first DAG and operator (0.5 s on 3.1, nothing on 3.3) is not the file's.
 with airflow.sdk.DAG("probe_warm_up", schedule=None):
     airflow.sdk.BaseOperator(task_id="warm_up")

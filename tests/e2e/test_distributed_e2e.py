@@ -1,6 +1,7 @@
 """The provider on a distributed Airflow under faults: CeleryExecutor, two workers, two triggerers.
 
-One run of ``e2e_distributed_import`` (``dags_distributed/``) imports 40 files, 30 into
+One run of ``e2e_distributed_import`` (``dags_distributed/``) imports 40 files (every second one from
+an S3 bucket, the others from a shared directory), 30 into
 one department and 10 into another (whose tasks and deferred waits use a queue of their
 own), with the import operator mapped, deferrable and retried. While it runs:
 
@@ -31,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from tests._s3 import S3Server
 
 from .distributed import DISTRIBUTED_LOGS, CeleryStack, Killed, Redis, WireTap
 from .harness import AirflowApi, Postgres, StackError, wait_until
@@ -72,16 +74,50 @@ class SharedDirectory:
         return {}
 
 
-# SEAM(s3): when the object-storage work lands, add "s3" to the params below and a branch
-# that starts its S3 server on loopback and returns an object with the same three members:
-# ``name``, ``put(name, data) -> "s3://<conn_id>@<bucket>/<key>"`` and ``component_env()``
-# (the AIRFLOW_CONN_* of the S3 connection, for every component). Nothing else in this
-# module needs to change: the DAG maps over whatever references ``put`` returned.
-@pytest.fixture(scope="module", params=["shared-dir"])
-def source(request, tmp_path_factory):
-    if request.param == "shared-dir":
-        return SharedDirectory(tmp_path_factory.mktemp("shared-files"))
-    raise AssertionError(f"unknown source {request.param}")
+@dataclass
+class S3Bucket:
+    """Files in an S3 bucket (moto's server on loopback), reached through an ``aws`` connection on every component."""
+
+    server: S3Server
+    bucket: str = "landing"
+    conn_id: str = "aws_e2e"
+    name: str = "s3"
+
+    def put(self, name: str, data: bytes) -> str:
+        self.server.put(self.bucket, name, data)
+        return f"s3://{self.conn_id}@{self.bucket}/{name}"
+
+    def component_env(self) -> dict[str, str]:
+        return dict([self.server.connection_env(self.conn_id)])
+
+
+@dataclass
+class EverySecondFile:
+    """Both places at once, alternating file by file, so one run imports from each (and mixes them in a department)."""
+
+    places: tuple[SharedDirectory, S3Bucket]
+
+    @property
+    def name(self) -> str:
+        return " + ".join(place.name for place in self.places)
+
+    def __post_init__(self) -> None:
+        self.counts = Counter[str]()
+
+    def put(self, name: str, data: bytes) -> str:
+        place = self.places[sum(self.counts.values()) % len(self.places)]
+        self.counts[place.name] += 1
+        return place.put(name, data)
+
+    def component_env(self) -> dict[str, str]:
+        return {key: value for place in self.places for key, value in place.component_env().items()}
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory):
+    with S3Server() as s3:
+        s3.create_bucket(S3Bucket.bucket)
+        yield EverySecondFile((SharedDirectory(tmp_path_factory.mktemp("shared-files")), S3Bucket(s3)))
 
 
 # -- the stack ------------------------------------------------------------------------------
@@ -210,6 +246,7 @@ def test_distributed_import_survives_a_killed_worker_and_a_killed_triggerer(dist
         kind: {f"dist_{kind}_{i:02d}": source.put(f"dist_{kind}_{i:02d}.csv", write_csv(i, kind)) for i in range(n)}
         for kind, n in counts.items()
     }
+    assert all(source.counts[place.name] >= 15 for place in source.places), source.counts
     credits_before = emulator.credits()
 
     api.wait_for_dag(DAG_ID, timeout=180, check=stack.check_alive)
@@ -322,6 +359,7 @@ def test_distributed_import_survives_a_killed_worker_and_a_killed_triggerer(dist
     }
     figures = {
         "source": source.name,
+        "files_by_source": dict(source.counts),
         "files": TEST_FILES + OTHER_FILES,
         "mapped_tasks_succeeded": states["success"],
         "tables_per_file": 1,

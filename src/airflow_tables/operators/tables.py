@@ -658,13 +658,11 @@ def last_upload(ref: TableRef) -> dict | None:
     fingerprint and are passed over. ``None`` when there is none (or the events cannot be
     read here, as in a plain ``execute()`` outside a task runner).
     """
-    from airflow.sdk.execution_time.context import InletEventsAccessor
+    from airflow_tables.version_compat import newest_asset_events
 
     try:
         asset = asset_of(ref)  # name and URI both: by URI alone, Airflow finds only assets a DAG refers to
-        events = InletEventsAccessor(asset_name=asset.name, asset_uri=asset.uri)
-        events = events.ascending(False).limit(_RECORDS_LOOKED_AT)
-        for event in events:
+        for event in newest_asset_events(asset.name, asset.uri, _RECORDS_LOOKED_AT):
             extra = event.extra or {}
             if extra.get("fingerprint"):
                 return {

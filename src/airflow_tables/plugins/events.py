@@ -90,11 +90,12 @@ def credits_spent(session: Session, service: str, project_id: str, *, now: datet
     ``credits`` extra, or 1 for an event recorded before imports carried one.
     """
     from airflow.models.asset import AssetEvent, AssetModel
-    from sqlalchemy import case, func, select
+    from sqlalchemy import JSON, case, func, select, type_coerce
 
     now = now or datetime.now(timezone.utc)
     midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
-    spent = func.coalesce(AssetEvent.extra["credits"].as_integer(), 1)
+    # Read as JSON whatever the column's declared type (Airflow 3.1 declares a JSONField, 3.2+ sa.JSON).
+    spent = func.coalesce(type_coerce(AssetEvent.extra, JSON)["credits"].as_integer(), 1)
     query = (
         select(func.sum(case((AssetEvent.timestamp >= midnight, spent), else_=0)), func.sum(spent))
         .join(AssetModel, AssetModel.id == AssetEvent.asset_id)
