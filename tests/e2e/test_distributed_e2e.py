@@ -171,7 +171,7 @@ def distributed(system_deps, e2e_marker, source, request):
             stack.start()
         except StackError as err:
             raise StackError(f"{err}\n{stack.log_tails()}") from err
-        yield Distributed(stack, AirflowApi(stack.base_url), emulator, taps)
+        yield Distributed(stack, AirflowApi(stack.base_url, token=stack.token), emulator, taps)
     finally:
         if stack is not None:
             if request.session.testsfailed > failures_before:
