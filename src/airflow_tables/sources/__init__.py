@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 __all__ = ["Source", "SourceError", "SourceNotFoundError", "is_uri", "open_source", "staged"]
 
 #: Bytes copied at a time into a staged copy.
-COPY_BLOCK = 4 * 1024 * 1024
+COPY_BLOCK = 1024 * 1024
 
 
 @dataclass(frozen=True)

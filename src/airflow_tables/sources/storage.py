@@ -43,6 +43,10 @@ INSTALL = {
 }
 #: Bytes asked of the storage per read when it cannot stream an object in one request.
 READ_BLOCK = 8 * 1024 * 1024
+#: Bytes of a streamed GET handed over at a time (and fetched ahead): the stream is one request
+#: whatever this is, and blocks that stay in the CPU's cache copy faster (1 MiB: validate_csv of
+#: a 512 MiB object in 1.75 s against 2.2-2.5 s with 8 MiB, same run, 2-core VM).
+STREAM_BLOCK = 1024 * 1024
 
 
 class SourceError(OSError):
@@ -142,7 +146,7 @@ def open_stream(fs: AbstractFileSystem, key: str, label: str) -> BinaryIO:
     from fsspec.asyn import AsyncFileSystem
 
     if isinstance(fs, AsyncFileSystem) and type(fs).open_async is not AsyncFileSystem.open_async:
-        return io.BufferedReader(_AsyncStream(fs, key, label), buffer_size=READ_BLOCK)
+        return io.BufferedReader(_AsyncStream(fs, key, label), buffer_size=STREAM_BLOCK)
     try:
         return fs.open(key, "rb", block_size=READ_BLOCK, cache_type="none")
     except Exception as err:
