@@ -55,12 +55,14 @@ def newest_asset_events(name: str, uri: str, limit: int) -> list:
 
         return list(InletEventsAccessor(asset_name=name, asset_uri=uri).ascending(False).limit(limit))
     from airflow.sdk.exceptions import AirflowRuntimeError
-    from airflow.sdk.execution_time.comms import ErrorResponse, GetAssetEventByAsset
+    from airflow.sdk.execution_time.comms import AssetEventsResult, ErrorResponse, GetAssetEventByAsset
     from airflow.sdk.execution_time.task_runner import SUPERVISOR_COMMS
 
     answer = SUPERVISOR_COMMS.send(GetAssetEventByAsset(name=name, uri=uri))
     if isinstance(answer, ErrorResponse):
         raise AirflowRuntimeError(answer)
+    if not isinstance(answer, AssetEventsResult):
+        raise TypeError(f"the supervisor answered a request for asset events with {type(answer).__name__}")
     events = sorted(answer.iter_asset_event_results(), key=lambda event: event.timestamp, reverse=True)
     return events[:limit]
 
