@@ -38,6 +38,7 @@ os.environ.setdefault("AIRFLOW__API_AUTH__JWT_SECRET", secrets.token_hex(32))
 os.environ.setdefault("AIRFLOW__CORE__FERNET_KEY", base64.urlsafe_b64encode(os.urandom(32)).decode())
 
 import pytest  # noqa: E402
+from tests._uv import uv_command  # noqa: E402
 
 from airflow_tables.emulator.testing import EmulatorProcess  # noqa: E402
 
@@ -107,3 +108,33 @@ def datatables_conn(emulator, monkeypatch):
     }
     monkeypatch.setenv("AIRFLOW_CONN_DATATABLES_DEFAULT", json.dumps(conn))
     return emulator
+
+
+@pytest.fixture(scope="session")
+def distributions(tmp_path_factory) -> Path:
+    """A directory with the sdist and the wheel that ``uv build`` makes of the source tree, built once.
+
+    setuptools leaves ``src/airflow_tables.egg-info`` behind; on sys.path it makes Airflow
+    see the package twice (its plugin "already registered"), so it goes when the build is done.
+    """
+    tool = uv_command()
+    if tool is None:
+        pytest.fail("uv is not installed (scripts/setup.sh installs it)")
+    root = Path(__file__).resolve().parents[1]
+    out = tmp_path_factory.mktemp("dist")
+    egg_info = root / "src" / "airflow_tables.egg-info"
+    had_egg_info = egg_info.exists()
+    try:
+        build = subprocess.run(
+            [tool, "build", "--quiet", "--out-dir", str(out), str(root)],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            cwd=root,
+            env={**os.environ, "UV_NO_PROGRESS": "1"},
+        )
+    finally:
+        if not had_egg_info:
+            shutil.rmtree(egg_info, ignore_errors=True)
+    assert build.returncode == 0, f"uv build exited {build.returncode}:\n{build.stdout[-3000:]}\n{build.stderr[-3000:]}"
+    return out

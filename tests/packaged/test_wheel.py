@@ -17,6 +17,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from tests._uv import uv_command
 
 from airflow_tables.emulator.testing import EmulatorProcess
 
@@ -27,8 +28,8 @@ pytestmark = [pytest.mark.packaging, pytest.mark.timeout(900)]
 
 
 def uv() -> str:
-    found = shutil.which("uv") or str(Path.home() / ".local" / "bin" / "uv")
-    if not Path(found).exists():
+    found = uv_command()
+    if found is None:
         pytest.fail("uv is not installed (scripts/setup.sh installs it)")
     return found
 
@@ -42,10 +43,8 @@ def run(argv: list[str], *, env: dict[str, str] | None = None, cwd: Path, timeou
 
 
 @pytest.fixture(scope="module")
-def dist(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("dist")
-    run([uv(), "build", "--quiet", "--out-dir", str(out), str(ROOT)], cwd=ROOT)
-    return out
+def dist(distributions) -> Path:
+    return distributions
 
 
 @pytest.fixture(scope="module")
