@@ -6,7 +6,7 @@ import os
 
 import xxhash
 
-from airflow_tables.fingerprint import ALGORITHM, BLOCK_SIZE, fingerprint_file
+from airflow_tables.fingerprint import ALGORITHM, WINDOW, fingerprint_file
 
 
 def expected(data: bytes, encoding: str | None = None) -> str:
@@ -14,8 +14,8 @@ def expected(data: bytes, encoding: str | None = None) -> str:
     return f"{ALGORITHM}:{xxhash.xxh3_128(prefix + data).hexdigest()}:{len(data)}"
 
 
-def test_a_file_larger_than_a_block_hashes_as_one_stream(tmp_path):
-    data = os.urandom(BLOCK_SIZE * 2 + 12345)
+def test_a_file_larger_than_a_window_hashes_as_one_stream(tmp_path):
+    data = os.urandom(WINDOW * 2 + 12345)
     path = tmp_path / "orders.csv"
     path.write_bytes(data)
     assert fingerprint_file(path) == expected(data)
