@@ -5,7 +5,7 @@
  * Files exported from older systems come in Windows-1252, Latin-1 and the other
  * single-byte code pages. Python converts them with a charmap decode, then a UTF-8
  * encode (two passes and a str in between); this does it in one pass from a 256-entry
- * table, eight ASCII bytes at a time, five to six times faster (docs/sources.md), so
+ * table, skipping runs of ASCII sixteen bytes at a time, about thirty times faster (docs/sources.md), so
  * converting while uploading costs little next to the upload itself. The table is built in Python
  * from the codec itself (each byte decoded alone), so this decides nothing about any
  * encoding: it only applies the table. Where it could not be built, Python's codecs
@@ -17,29 +17,60 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 /* A table entry: up to three bytes of UTF-8, then their count; 0x80 set on the count
  * when the byte is undefined in the code page (it is written as U+FFFD). */
 #define ENTRY_SIZE 4
 #define UNDEFINED 0x80
 
+/* The length of the run of ASCII bytes (under 0x80) at the start of src[0:n]. Sixteen bytes at
+ * a time where SSE2 is there (every x86-64), eight elsewhere: most of a CSV is ASCII, and this is
+ * where the time goes. */
+static Py_ssize_t
+ascii_run(const unsigned char *src, Py_ssize_t n)
+{
+    Py_ssize_t i = 0;
+#if defined(__SSE2__)
+    while (i + 16 <= n) {
+        int mask = _mm_movemask_epi8(_mm_loadu_si128((const __m128i *)(src + i)));
+        if (mask)
+            return i + __builtin_ctz((unsigned int)mask);
+        i += 16;
+    }
+#elif defined(__GNUC__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    while (i + 8 <= n) {
+        uint64_t word;
+        memcpy(&word, src + i, 8);
+        word &= 0x8080808080808080ULL;
+        if (word)
+            return i + (__builtin_ctzll(word) >> 3);
+        i += 8;
+    }
+#endif
+    while (i < n && src[i] < 0x80)
+        i++;
+    return i;
+}
+
+/* Convert (dst set) or count (dst NULL) src[0:n] by the table; dst holds at least 3 * n bytes. */
 static Py_ssize_t
 convert(const unsigned char *src, Py_ssize_t n, const unsigned char *table, int ascii_same, unsigned char *dst,
-        Py_ssize_t *first_bad)
+        Py_ssize_t dst_size, Py_ssize_t *first_bad)
 {
     Py_ssize_t i = 0, out = 0;
     *first_bad = -1;
     while (i < n) {
-        if (ascii_same && i + 8 <= n) {
-            uint64_t word;
-            memcpy(&word, src + i, 8);
-            if ((word & 0x8080808080808080ULL) == 0) {
-                if (dst)
-                    memcpy(dst + out, src + i, 8);
-                out += 8;
-                i += 8;
-                continue;
-            }
+        if (ascii_same) {
+            Py_ssize_t run = ascii_run(src + i, n - i);
+            if (dst)
+                memcpy(dst + out, src + i, (size_t)run);
+            out += run;
+            i += run;
+            if (i == n)
+                break;
         }
         const unsigned char *entry = table + ENTRY_SIZE * src[i];
         unsigned char length = entry[3];
@@ -48,8 +79,13 @@ convert(const unsigned char *src, Py_ssize_t n, const unsigned char *table, int 
                 *first_bad = i;
             length &= (unsigned char)~UNDEFINED;
         }
-        if (dst)
-            memcpy(dst + out, entry, length);
+        if (dst) {
+            /* A fixed four-byte store is one instruction; the entry's spare bytes are overwritten next. */
+            if (out + ENTRY_SIZE <= dst_size)
+                memcpy(dst + out, entry, ENTRY_SIZE);
+            else
+                memcpy(dst + out, entry, length);
+        }
         out += length;
         i++;
     }
@@ -60,8 +96,8 @@ PyDoc_STRVAR(single_byte_to_utf8_doc,
 "single_byte_to_utf8(source, table, ascii_same, target) -> (written, first_bad)\n\n"
 "Convert ``source`` (bytes of a single-byte code page) to UTF-8 by ``table`` (256 entries\n"
 "of 4 bytes: the UTF-8 bytes, then their count, with 0x80 set for a byte the code page\n"
-"does not define). ``ascii_same`` says bytes under 0x80 map to themselves (copied eight\n"
-"at a time). ``target`` is a writable buffer of at least 3 * len(source) bytes, or None\n"
+"does not define). ``ascii_same`` says bytes under 0x80 map to themselves (runs of them\n"
+"are copied as they are). ``target`` is a writable buffer of at least 3 * len(source) bytes, or None\n"
 "to only count. ``first_bad`` is the offset of the first undefined byte, or -1.");
 
 static PyObject *
@@ -88,7 +124,7 @@ single_byte_to_utf8(PyObject *module, PyObject *args)
         }
     }
     Py_BEGIN_ALLOW_THREADS
-    written = convert(source.buf, source.len, table.buf, ascii_same, target.buf, &first_bad);
+    written = convert(source.buf, source.len, table.buf, ascii_same, target.buf, target.len, &first_bad);
     Py_END_ALLOW_THREADS
     if (target.obj)
         PyBuffer_Release(&target);

@@ -125,3 +125,20 @@ def test_characters_split_between_blocks_are_carried_over(encoding):
     out += bytes(converter.convert(b"", final=True))
     assert out.decode() == text
     assert converter.first_error is None
+
+
+@pytest.mark.skipif(transcode._transcode is None, reason="the native kernel is not built here")
+@pytest.mark.parametrize("encoding", ["cp1252", "latin-1", "koi8-r"])
+def test_the_native_kernel_finds_every_byte_after_ascii_runs_of_any_length(encoding):
+    # The kernel skips ASCII sixteen bytes at a time: a high byte at every offset of a run, and a
+    # block that ends on one (its four-byte store must not pass the target's end), come out right.
+    codec = declared(encoding)
+    data = b"".join(b"a,b;" * (run // 4) + b"xyz"[: run % 4] + bytes([0x80 + run]) for run in range(70))
+    for block_size in (1, 15, 16, 17, 33, len(data)):
+        converter = Converter(codec)
+        out = b"".join(bytes(converter.convert(data[i : i + block_size])) for i in range(0, len(data), block_size))
+        assert out == data.decode(encoding, errors="replace").encode()
+        counter = Converter(codec)
+        counted = sum(counter.count(data[i : i + block_size]) for i in range(0, len(data), block_size))
+        assert counted == len(out)
+        assert (converter.first_error is None) == (counter.first_error is None)
