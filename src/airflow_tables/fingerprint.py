@@ -16,43 +16,31 @@ import os
 from collections.abc import Callable
 from typing import TypeVar
 
+from airflow_tables._mapped import mapped_windows
+
 T = TypeVar("T")
 
-#: Bytes of the file mapped at a time (a multiple of every platform's mmap granularity).
-WINDOW = 64 * 1024 * 1024
 ALGORITHM = "xxh3-128"
 
 
 def fingerprint_file(path: str | os.PathLike[str], *, encoding: str | None = None) -> str:
     """``xxh3-128:<hex>:<size>`` of the file's bytes.
 
-    The file is mapped, not read: the hash reads the page cache in place, without copying
-    512 MiB through a buffer beside the validation scan that reads the same pages (on a
-    virtual machine that copy costs more than the hash: 1.4x validation alone against 1.2x,
-    ``benchmarks/fingerprint.py``). It is mapped a window of :data:`WINDOW` at a time, so the
-    process's resident size stays bounded whatever the file's size. A file that changes size
-    meanwhile is an :class:`OSError`; one truncated in place during the instant its window is
-    hashed would end the process (SIGBUS), as it would any reader of a mapped file: files are
-    written completely before they are imported (the upload checks that too).
+    The file is mapped, not read (:mod:`airflow_tables._mapped`): the hash reads the page
+    cache in place, without copying 512 MiB through a buffer beside the validation scan that
+    reads the same pages (on a virtual machine that copy costs more than the hash: 1.4x
+    validation alone against 1.2x, ``benchmarks/fingerprint.py``). A file that changes size
+    meanwhile is an :class:`OSError`.
     """
-    import mmap
-
     import xxhash
 
     hasher = xxhash.xxh3_128()
     if encoding is not None:
         hasher.update(f"encoding={encoding.lower()}\0".encode())
-    with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        for offset in range(0, size, WINDOW):
-            if os.fstat(f.fileno()).st_size != size:
-                raise OSError(f"{os.fspath(path)} changed size while it was fingerprinted")
-            length = min(WINDOW, size - offset)
-            with mmap.mmap(f.fileno(), length, access=mmap.ACCESS_READ, offset=offset) as window:
-                if hasattr(window, "madvise"):
-                    window.madvise(mmap.MADV_SEQUENTIAL)
-                with memoryview(window) as view:
-                    hasher.update(view)
+    size = 0
+    for view in mapped_windows(path, "fingerprinted"):
+        hasher.update(view)
+        size += len(view)
     return f"{ALGORITHM}:{hasher.hexdigest()}:{size}"
 
 

@@ -1,7 +1,7 @@
 """A multipart/form-data body that streams one file, with a known length.
 
 requests' ``files=`` builds the whole body in memory (a 512 MiB file costs 1 GiB);
-this body is an iterable of large blocks read into one reused buffer, and it has
+this body is an iterable of blocks read into reused buffers, and it has
 a ``len()``, so requests sends a ``Content-Length`` instead of chunked encoding.
 The file is read through :mod:`airflow_tables.sources` (a local file, an object in
 storage, UTF-8 converted from a declared encoding), and its length is what that says
@@ -90,30 +90,27 @@ class MultipartFile:
         yield self.tail
 
     def _file_blocks(self) -> Generator[memoryview, None, int]:
-        """Yield the file's blocks, each sent before the buffer is reused; return how many bytes were read."""
-        buffer = bytearray(self.block_size)
-        view = memoryview(buffer)
+        """Yield the file's blocks, each sent before its buffer is reused; return how many bytes were read.
+
+        The blocks come from reused buffers (:meth:`Source.blocks`): a local file is read
+        straight into one, one copy from the page cache; a declared encoding is converted
+        into another and sent from there.
+        """
         sent = 0
         step = self.size // 10 if self.logger and self.size >= PROGRESS_MIN_BYTES else 0
         next_report = step
-        # A local file is opened unbuffered: readinto() goes straight into our buffer, one copy from the page cache.
-        with self.source.open() as f:
-            while True:
-                n = f.readinto(buffer)  # type: ignore[attr-defined]  # every opener gives a raw or buffered reader
-                if not n:
-                    break
-                sent += n
-                if sent > self.size:
-                    break
-                # The block is sent before the next readinto() overwrites the buffer.
-                yield view[:n]
-                if step and self.logger is not None and sent >= next_report:
-                    self.logger.info(
-                        "Uploaded %d%% of %s (%.1f of %.1f MiB)",
-                        100 * sent // self.size,
-                        self.source.name,
-                        sent / 2**20,
-                        self.size / 2**20,
-                    )
-                    next_report = (sent // step + 1) * step
+        for block in self.source.blocks(self.block_size):
+            sent += len(block)
+            if sent > self.size:
+                break
+            yield block
+            if step and self.logger is not None and sent >= next_report:
+                self.logger.info(
+                    "Uploaded %d%% of %s (%.1f of %.1f MiB)",
+                    100 * sent // self.size,
+                    self.source.name,
+                    sent / 2**20,
+                    self.size / 2**20,
+                )
+                next_report = (sent // step + 1) * step
         return sent

@@ -87,6 +87,21 @@ class Source:
         raw = self.opener()
         return raw if self.codec is None else cast(BinaryIO, Utf8Reader(raw, self.codec))
 
+    def blocks(self, block_size: int) -> Iterator[memoryview]:
+        """The bytes the service receives, a block of about ``block_size`` at a time.
+
+        Each view is valid until the next is asked for: the blocks are read (and converted)
+        into reused buffers, for a reader that passes them on without keeping them.
+        """
+        with self.open_stored() as raw:
+            if self.codec is not None:
+                yield from Utf8Reader(raw, self.codec, block_size).blocks()
+                return
+            buffer = bytearray(block_size)
+            view = memoryview(buffer)
+            while n := raw.readinto(buffer):  # type: ignore[attr-defined]  # every opener gives a raw or buffered reader
+                yield view[:n]
+
     def utf8_size(self) -> int:
         """Bytes the service receives. A declared encoding costs one pass over the file to count them.
 
@@ -134,9 +149,20 @@ def open_source(file: Any, encoding: str | None = None) -> Source:
 
 
 def _count_utf8(source: Source) -> tuple[int, DecodeError | None]:
-    """Convert the whole source once, keeping only the count (and the first undecodable bytes)."""
+    """Convert the whole source once, keeping only the count (and the first undecodable bytes).
+
+    A local file is counted in place (mapped, :mod:`airflow_tables._mapped`), an object as it streams.
+    """
     assert source.codec is not None
     converter = Converter(source.codec)
+    if source.local_path is not None:
+        from airflow_tables._mapped import mapped_windows
+
+        total = 0
+        for view in mapped_windows(source.local_path, "counted"):
+            for start in range(0, len(view), COPY_BLOCK):  # Python's decoders hold a block's text at once
+                total += converter.count(view[start : start + COPY_BLOCK])
+        return total + converter.count(b"", final=True), converter.first_error
     total = 0
     with source.open_stored() as raw:
         while True:

@@ -1,0 +1,43 @@
+"""Reading a local file in place: mapped a window at a time, for passes that only look at its bytes.
+
+A pass that reads a file through a buffer copies every byte once more than it needs to;
+on a virtual machine that copy can cost more than the pass itself (hashing 512 MiB with
+XXH3 beside the validation scan: 1.4x the scan alone through a buffer, 1.2x mapped,
+``benchmarks/fingerprint.py``; counting the UTF-8 length of a 512 MiB Windows-1252 file:
+0.12 s through a buffer, 0.08 s mapped). The file is mapped :data:`WINDOW` bytes at a
+time, so the process's resident size stays bounded whatever the file's size.
+
+A file that changes size between two windows is an :class:`OSError`; one truncated in
+place during the instant its window is read would end the process (SIGBUS), as it would
+any reader of a mapped file: files are written completely before they are imported (the
+upload checks that too).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from collections.abc import Iterator
+
+#: Bytes of the file mapped at a time (a multiple of every platform's mmap granularity).
+WINDOW = 16 * 1024 * 1024
+
+
+def mapped_windows(path: str | os.PathLike[str], purpose: str) -> Iterator[memoryview]:
+    """The file's bytes as successive read-only views of at most :data:`WINDOW` bytes.
+
+    Each view is valid until the next one is asked for. ``purpose`` completes the message
+    of the :class:`OSError` raised when the file changes size ("... changed size while it
+    was <purpose>").
+    """
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        for offset in range(0, size, WINDOW):
+            if os.fstat(f.fileno()).st_size != size:
+                raise OSError(f"{os.fspath(path)} changed size while it was {purpose}")
+            length = min(WINDOW, size - offset)
+            with mmap.mmap(f.fileno(), length, access=mmap.ACCESS_READ, offset=offset) as window:
+                if hasattr(window, "madvise"):
+                    window.madvise(mmap.MADV_SEQUENTIAL)
+                with memoryview(window) as view:
+                    yield view
