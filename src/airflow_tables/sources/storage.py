@@ -146,7 +146,7 @@ def open_stream(fs: AbstractFileSystem, key: str, label: str) -> BinaryIO:
     from fsspec.asyn import AsyncFileSystem
 
     if isinstance(fs, AsyncFileSystem) and type(fs).open_async is not AsyncFileSystem.open_async:
-        return io.BufferedReader(_AsyncStream(fs, key, label), buffer_size=STREAM_BLOCK)
+        return cast(BinaryIO, _AsyncStream(fs, key, label))
     try:
         return fs.open(key, "rb", block_size=READ_BLOCK, cache_type="none")
     except Exception as err:
@@ -156,55 +156,77 @@ def open_stream(fs: AbstractFileSystem, key: str, label: str) -> BinaryIO:
 class _AsyncStream(io.RawIOBase):
     """One streamed GET of an object, read from synchronous code through fsspec's event loop.
 
-    The next block is fetched on the loop while the caller uses the last one (sends it,
-    converts it), so reading from storage and uploading overlap instead of taking turns.
+    The next block is fetched on the loop while the caller uses the last one (scans it,
+    sends it, converts it), so reading from storage and the work on it overlap instead of
+    taking turns. A block is the list of pieces the HTTP client returned (64-256 KiB each),
+    copied once, straight into the caller's buffer: joining them first, or reading through
+    an ``io.BufferedReader``, costs two more copies (0.3-0.4 s of 512 MiB on a 2-core VM).
     At most two blocks are held.
     """
 
-    def __init__(self, fs: Any, key: str, label: str) -> None:
+    def __init__(self, fs: Any, key: str, label: str, block_size: int = STREAM_BLOCK) -> None:
         super().__init__()
         self.fs = fs
         self.key = key
         self.label = label
+        self.block_size = block_size
         self._file: Any = None
-        self._next: concurrent.futures.Future[bytes] | None = None
+        self._next: concurrent.futures.Future[list[bytes]] | None = None
+        self._pieces: list[memoryview] = []  # the current block's pieces not yet handed over
         self._done = False
 
     def readable(self) -> bool:
         return True
 
     def readinto(self, buffer: Any) -> int:
-        if self._done:
+        if not self._pieces and not self._take_block():
             return 0
+        target = memoryview(buffer).cast("B")
+        filled = 0
+        while self._pieces and filled < len(target):
+            piece = self._pieces[0]
+            n = min(len(piece), len(target) - filled)
+            target[filled : filled + n] = piece[:n]
+            filled += n
+            if n == len(piece):
+                self._pieces.pop(0)
+            else:
+                self._pieces[0] = piece[n:]
+        return filled
+
+    def _take_block(self) -> bool:
+        """Wait for the block being fetched and start fetching the next; False at the end of the object."""
+        if self._done:
+            return False
         if self._next is None:
-            self._next = self._fetch(len(buffer))
+            self._next = self._fetch()
         try:
-            data = self._next.result()
+            pieces = self._next.result()
         except OSError:
             raise
         except Exception as err:  # the storage library's own error types: an OSError, saying which
             raise SourceError(self.label, f"reading failed ({type(err).__name__}: {err})") from err
-        self._done = not data
-        self._next = None if self._done else self._fetch(len(buffer))
-        buffer[: len(data)] = data
-        return len(data)
+        self._done = not pieces
+        self._next = None if self._done else self._fetch()
+        self._pieces = [memoryview(piece) for piece in pieces]
+        return not self._done
 
-    def _fetch(self, length: int) -> concurrent.futures.Future[bytes]:
+    def _fetch(self) -> concurrent.futures.Future[list[bytes]]:
         import asyncio
 
-        return asyncio.run_coroutine_threadsafe(self._read(length), self.fs.loop)
+        return asyncio.run_coroutine_threadsafe(self._read(self.block_size), self.fs.loop)
 
-    async def _read(self, length: int) -> bytes:
+    async def _read(self, length: int) -> list[bytes]:
         if self._file is None:
             self._file = await self.fs.open_async(self.key, "rb")
-        parts, got = [], 0
-        while got < length:  # the body arrives in pieces of 64 KiB or so: one trip through the loop per block
-            part = await self._file.read(length - got)
-            if not part:
+        pieces, got = [], 0
+        while got < length:  # one trip through the loop per block, not per piece
+            piece = await self._file.read(length - got)
+            if not piece:
                 break
-            parts.append(part)
-            got += len(part)
-        return b"".join(parts)
+            pieces.append(piece)
+            got += len(piece)
+        return pieces
 
     def close(self) -> None:
         if not self.closed:
@@ -218,6 +240,7 @@ class _AsyncStream(io.RawIOBase):
                 with contextlib.suppress(Exception):  # closing a finished or failed GET: nothing left to do
                     asyncio.run_coroutine_threadsafe(self._file.close(), self.fs.loop).result(timeout=30)
             self._file = self._next = None
+            self._pieces = []
         super().close()
 
 
