@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/sources.py [--size 512] [--repeat 3]
 
 A CSV of ``--size`` MiB is put in a local S3 server (moto's, ``tests/_s3.py``), and the
-service is the counting server of ``upload.py`` (it checks every byte's CRC-32). Each
+service is the counting server of ``upload.py`` (it checks every byte's XXH3-64). Each
 contender runs in a process of its own, alternating, and its time is the call alone (not
 Python's or Airflow's start):
 
@@ -27,15 +27,16 @@ import shutil
 import sys
 import tempfile
 import time
-import zlib
 from pathlib import Path
+
+import xxhash
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
 from _common import MIB, Row, csv_file, machine, python, run_process, write_rows  # noqa: E402
-from upload import CountingServer, file_crc  # noqa: E402
+from upload import CountingServer, file_digest  # noqa: E402
 
 BUCKET = "bench-sources"
 CONN_ID = "bench_s3"
@@ -105,21 +106,22 @@ def _contender(mode: str, target: str):  # noqa: ANN202 - a zero-argument callab
 
 
 def cp1252_copy(path: Path) -> tuple[Path, int, int]:
-    """The file re-encoded in Windows-1252 (cached), and the size and CRC-32 of its UTF-8 conversion."""
+    """The file re-encoded in Windows-1252 (cached), and the size and XXH3-64 of its UTF-8 conversion."""
     out = path.with_name(path.stem + "_cp1252.csv")
-    check_file = out.with_suffix(".check")
+    check_file = out.with_suffix(".xxh3")
     if not (out.exists() and check_file.exists()):
-        crc = size = 0
+        digest, size = xxhash.xxh3_64(), 0
         with open(path, encoding="utf-8", newline="") as src, open(out.with_suffix(".tmp"), "wb") as dst:
             while chunk := src.read(4 * MIB):
                 legacy = chunk.encode("cp1252", errors="replace")  # the odd character cp1252 lacks becomes "?"
                 dst.write(legacy)
                 utf8 = legacy.decode("cp1252").encode()
-                crc, size = zlib.crc32(utf8, crc), size + len(utf8)
+                digest.update(utf8)
+                size += len(utf8)
         out.with_suffix(".tmp").rename(out)
-        check_file.write_text(f"{size} {crc}")
-    size, crc = map(int, check_file.read_text().split())
-    return out, size, crc
+        check_file.write_text(f"{size} {digest.intdigest()}")
+    size, utf8_digest = map(int, check_file.read_text().split())
+    return out, size, utf8_digest
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -139,8 +141,8 @@ def main(argv: list[str] | None = None) -> int:
     from tests._s3 import S3Server
 
     path, rows = csv_file(20, args.size)
-    size, crc = path.stat().st_size, file_crc(path)
-    legacy, legacy_size, legacy_crc = cp1252_copy(path)
+    size, digest = path.stat().st_size, file_digest(path)
+    legacy, legacy_size, legacy_digest = cp1252_copy(path)
     print(f"machine: {machine()}")
     print(f"file: {path.name}, {size:,} bytes, {rows:,} rows; Windows-1252 copy {legacy.stat().st_size:,} bytes")
     with S3Server() as s3, CountingServer() as service:
@@ -171,13 +173,13 @@ def main(argv: list[str] | None = None) -> int:
                  f"{service.base_url}/v1.0/data/import"]
             )  # fmt: skip
             calls.setdefault("curl", []).append({"seconds": curl_run.seconds, "peak": curl_run.peak_mib})
-            checks.append(service.confirm("", size, crc, rows))
-            call("import", "import", uri, (size, crc))
+            checks.append(service.confirm("", size, digest, rows))
+            call("import", "import", uri, (size, digest))
             call("validate", "validate", uri)
-            call("plain", "import", str(path), (size, crc))
-            call("cp1252", "import_cp1252", str(legacy), (legacy_size, legacy_crc))
-            call("one copy", "one_copy", uri, (size, crc))
-            call("two reads", "two_reads", uri, (size, crc))
+            call("plain", "import", str(path), (size, digest))
+            call("cp1252", "import_cp1252", str(legacy), (legacy_size, legacy_digest))
+            call("one copy", "one_copy", uri, (size, digest))
+            call("two reads", "two_reads", uri, (size, digest))
 
     def med(name: str) -> float:
         values = sorted(c["seconds"] for c in calls[name])

@@ -2,11 +2,14 @@
 
     .venv/bin/python benchmarks/upload.py [--size 512] [--columns 20] [--repeat 5] [--server counting|emulator]
 
-Targets (issue 4): the hook's upload takes <= 1.5x curl's wall time and grows its process by
-<= 64 MiB, and the server confirms every byte arrived. ``counting`` (default) is a stdlib server
-that streams the body, counts the file part's bytes and takes their CRC-32 (it adds ~0.15 s to
-both sides, and nothing else); ``emulator`` is the local Data Tables emulator, which reads the
-whole CSV before it answers, so both sides also wait for its scan; it confirms the table's rows.
+Targets: the hook's upload takes <= 0.8x curl's wall time (issue 11 holds the first release's
+figure; issue 4 asked for <= 1.5x) and grows its process by <= 64 MiB, and the server confirms
+every byte arrived. ``counting`` (default) is a stdlib server that streams the body, counts the
+file part's bytes and takes their XXH3-64 digest: about 0.1 s of 512 MiB, on the other core.
+With CRC-32 (0.3 s) the server itself was the slower end of the hook's upload (0.33 s whatever
+the client did) and hid the difference between the two clients; curl's time did not change with
+it. ``emulator`` is the local Data Tables emulator, which reads the whole CSV before it answers,
+so both sides also wait for its scan; it confirms the table's rows.
 
 The hook runs in a process of its own; its time is the ``import_csv`` call (the process also
 spends ~1.5 s importing Airflow, which no upload design can remove, so it is shown apart). curl's
@@ -24,9 +27,10 @@ import subprocess
 import sys
 import tempfile
 import time
-import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+
+import xxhash
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -35,13 +39,14 @@ from _common import MIB, Row, csv_file, machine, med, median_runs, python, run_p
 PROJECT = "PRJ-bench"
 KEY = "bench-key-0123456789"
 BLOCK = 1 << 20
+TARGET = 0.8  # the hook's upload time as a fraction of curl's
 
 
 # -- the counting server (runs in its own process) ----------------------------------------------
 
 
 class Counting(BaseHTTPRequestHandler):
-    """POST /v1.0/data/import: stream the body, count the File part's bytes and take their CRC-32."""
+    """POST /v1.0/data/import: stream the body, count the File part's bytes and take their XXH3-64."""
 
     protocol_version = "HTTP/1.1"
     uploads: list[dict] = []
@@ -67,7 +72,8 @@ class Counting(BaseHTTPRequestHandler):
         closing = b"\r\n--" + boundary + b"--\r\n"
         buffer = bytearray(BLOCK)
         view = memoryview(buffer)
-        offset, start, crc, tail, head = 0, None, 0, b"", b""
+        offset, start, tail, head = 0, None, b"", b""
+        digest = xxhash.xxh3_64()
         end = length - len(closing)
         while offset < length:
             n = self.rfile.readinto(view[: min(BLOCK, length - offset)])
@@ -79,11 +85,11 @@ class Counting(BaseHTTPRequestHandler):
                 start = head.find(b"\r\n\r\n", at) + 4 if at >= 0 else None
             lo, hi = max(offset, start or length), min(offset + n, end)
             if hi > lo:
-                crc = zlib.crc32(view[lo - offset : hi - offset], crc)
+                digest.update(view[lo - offset : hi - offset])
             tail = (tail + bytes(view[max(0, n - len(closing)) : n]))[-len(closing) :]
             offset += n
         ok = offset == length and tail == closing and start is not None
-        upload = {"bytes": end - start if ok else -1, "crc32": crc, "complete": ok}
+        upload = {"bytes": end - start if ok else -1, "xxh3": digest.intdigest(), "complete": ok}
         Counting.uploads.append(upload)
         if self.headers.get("X-API-Key") != KEY:
             return self._reply(401, {"Msg": "unknown key", "ExecTime": 0})
@@ -131,12 +137,12 @@ class CountingServer:
         self.base_url, self.api_key, self.project_id = f"http://127.0.0.1:{port_file.read_text()}", KEY, PROJECT
         return self
 
-    def confirm(self, card_id: str, size: int, crc: int, rows: int) -> str:
+    def confirm(self, card_id: str, size: int, digest: int, rows: int) -> str:
         import urllib.request
 
         with urllib.request.urlopen(self.base_url + "/uploads") as resp:
             last = json.loads(resp.read())["Uploads"][-1]
-        good = last["complete"] and last["bytes"] == size and last["crc32"] == crc
+        good = last["complete"] and last["bytes"] == size and last["xxh3"] == digest
         return "ok" if good else f"WRONG {last}"
 
     def __exit__(self, *exc):
@@ -153,7 +159,7 @@ class Emulator:
         self.base_url, self.api_key, self.project_id = self.emu.base_url, self.emu.api_key, self.emu.project_id
         return self
 
-    def confirm(self, card_id: str, size: int, crc: int, rows: int) -> str:
+    def confirm(self, card_id: str, size: int, digest: int, rows: int) -> str:
         summary = self.emu.wait_until_processed(self.project_id, card_id, timeout=600)
         self.emu.request("DELETE", f"/v1.0/projects/{self.project_id}/cards/{card_id}", key=self.api_key)
         good = summary["Rows"] == rows and summary["SuccessfulUpload"] is True
@@ -163,12 +169,13 @@ class Emulator:
         self.emu.stop()
 
 
-def file_crc(path: Path) -> int:
-    crc = 0
+def file_digest(path: Path) -> int:
+    """The XXH3-64 of a file, as the counting server takes it of what it received."""
+    digest = xxhash.xxh3_64()
     with open(path, "rb") as f:
         while block := f.read(8 * MIB):
-            crc = zlib.crc32(block, crc)
-    return crc
+            digest.update(block)
+    return digest.intdigest()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -192,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
         print("curl is not installed")
         return 2
     path, rows = csv_file(args.columns, args.size)
-    size, crc = path.stat().st_size, file_crc(path)
+    size, digest = path.stat().st_size, file_digest(path)
     print(f"machine: {machine()}")
     print(f"file: {path.name}, {size:,} bytes, {rows:,} rows; server: {args.server}; repeat {args.repeat}")
     with CountingServer() if args.server == "counting" else Emulator() as server:
@@ -207,13 +214,13 @@ def main(argv: list[str] | None = None) -> int:
             hook = run_process([python(), __file__, "--hook-client", str(path)], env=env)
             call = json.loads(hook.stdout.strip().splitlines()[-1])
             hook_calls.append(call)
-            checks.append(server.confirm(call["card_id"], size, crc, rows))
+            checks.append(server.confirm(call["card_id"], size, digest, rows))
             curl_run = run_process(
                 [curl, "-sS", "--fail-with-body", "-H", f"X-API-Key: {server.api_key}",
                  "-F", f"ProjectID={server.project_id}", "-F", f"File=@{path};type=text/csv",
                  f"{server.base_url}/v1.0/data/import"]
             )  # fmt: skip
-            checks.append(server.confirm(json.loads(curl_run.stdout)["CardID"], size, crc, rows))
+            checks.append(server.confirm(json.loads(curl_run.stdout)["CardID"], size, digest, rows))
             return {"hook": hook, "curl": curl_run}
 
         collected = median_runs(runs, args.repeat)
@@ -230,8 +237,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f" (of which {baseline:.1f} before the upload)")
     print(f"server confirmed every byte: {sum(c == 'ok' for c in checks)}/{len(checks)} uploads")
     failures = [c for c in checks if c != "ok"]
-    if hook_call_s > 1.5 * curl_s:
-        failures.append(f"hook upload {hook_call_s / curl_s:.2f}x curl (target <= 1.5x)")
+    if hook_call_s > TARGET * curl_s:
+        failures.append(f"hook upload {hook_call_s / curl_s:.2f}x curl (target <= {TARGET}x)")
     if growth > 64:
         failures.append(f"hook upload grew the process by {growth:.1f} MiB (target <= 64)")
     for failure in failures:
@@ -247,8 +254,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"{curl_s:.2f} s",
                 hook_call_s / curl_s,
                 f"+{growth:.0f} MiB during the upload",
-                "<= 1.5x, <= 64 MiB",
-                hook_call_s <= 1.5 * curl_s and growth <= 64 and not [c for c in checks if c != "ok"],
+                f"<= {TARGET}x, <= 64 MiB",
+                hook_call_s <= TARGET * curl_s and growth <= 64 and not [c for c in checks if c != "ok"],
             )
         ],
     )
