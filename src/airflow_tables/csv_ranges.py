@@ -38,6 +38,12 @@ MAX_RECORD_BYTES = 16 * 1024 * 1024
 MAX_LISTED = 10
 
 
+class NotPlain(Exception):
+    """A stream holds something only an exact read can describe (a record that is not plain, a
+    byte that is not UTF-8, a record too long), and a stream cannot be read again to find its
+    line: the caller scans a local copy instead (:func:`scan_stream`)."""
+
+
 @dataclass
 class RangeScan:
     """What a scan of a byte range found; line and record numbers are relative to its start.
@@ -170,8 +176,8 @@ class _RangeReader:
     past the end of the range.
     """
 
-    def __init__(self, path: str | os.PathLike, start: int, delimiter: str, columns: int) -> None:
-        self.path = path
+    def __init__(self, path: str | os.PathLike | None, start: int, delimiter: str, columns: int) -> None:
+        self.path = path  # None for a stream, which cannot be read again
         self.delimiter = delimiter
         self.columns = columns
         self.kernel = csv_fastpath.kernel(delimiter, columns)
@@ -215,6 +221,8 @@ class _RangeReader:
         """The 1-based line (relative to the range) of ``block[index]``."""
         if self.result.lines is not None:  # exact mode keeps count
             return self.result.lines + 1 + line_breaks(block[:index])
+        if self.path is None:
+            raise NotPlain("the line of a problem needs a second read")
         with open(self.path, "rb") as f:
             before = count_breaks(f, self.result.start, self.result.end)
         return before + 1 + line_breaks(block[:index])
@@ -282,26 +290,47 @@ def scan_range(path: str | os.PathLike, start: int, stop: int | None, delimiter:
     reader = _RangeReader(path, start, delimiter, columns)
     with open(path, "rb", buffering=0) as f:
         f.seek(start)
-        buf = _Buffer(f)
-        pos = start  # the file offset after the held bytes
-        while True:
-            got = buf.read(CHUNK_BYTES if stop is None else min(CHUNK_BYTES, stop - pos))
-            pos += got
-            at_eof = stop is None and got == 0
-            found = reader.plain(buf.view[: buf.size], final=at_eof)
-            if found.stopped:
-                reader.exact_to_end(f, reader.result.end)
-                return reader.result
-            buf.keep_from(found.consumed)
-            if at_eof:
-                return reader.result
-            if stop is not None and (pos >= stop or got == 0):  # the end of the range
-                if buf.size:
-                    reader.result.resume_offset = reader.result.end  # it ends inside a record
-                return reader.result
-            if buf.size > MAX_RECORD_BYTES:
-                reader.too_long()
-                return reader.result
+        if not _read_plain(reader, f, start, stop):
+            reader.exact_to_end(f, reader.result.end)
+    return reader.result
+
+
+def scan_stream(f, start: int, delimiter: str, columns: int) -> RangeScan:
+    """Scan a binary stream positioned at ``start`` (a record boundary) to its end, reading it once.
+
+    Only plain records can be scanned this way; anything else raises :class:`NotPlain`.
+    """
+    reader = _RangeReader(None, start, delimiter, columns)
+    if not _read_plain(reader, f, start, None):
+        raise NotPlain("a record that is not plain")
+    return reader.result
+
+
+def _read_plain(reader: _RangeReader, f, start: int, stop: int | None) -> bool:
+    """Count the plain records of ``f`` from ``start`` to ``stop`` (or its end); False at one that is not plain.
+
+    ``f`` is read forward only, a chunk at a time into one reused buffer; the record cut
+    off at a chunk's end is carried into the next.
+    """
+    buf = _Buffer(f)
+    pos = start  # the file offset after the held bytes
+    while True:
+        got = buf.read(CHUNK_BYTES if stop is None else min(CHUNK_BYTES, stop - pos))
+        pos += got
+        at_eof = stop is None and got == 0
+        found = reader.plain(buf.view[: buf.size], final=at_eof)
+        if found.stopped:
+            return False
+        buf.keep_from(found.consumed)
+        if at_eof:
+            return True
+        if stop is not None and (pos >= stop or got == 0):  # the end of the range
+            if buf.size:
+                reader.result.resume_offset = reader.result.end  # it ends inside a record
+            return True
+        if buf.size > MAX_RECORD_BYTES:
+            reader.too_long()
+            return True
 
 
 def split_point(path: str | os.PathLike, start: int, size: int, delimiter: str, columns: int) -> int | None:

@@ -11,17 +11,21 @@ from __future__ import annotations
 
 import io
 import os
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
+from typing import Any, BinaryIO, cast
 
 from airflow_tables import csv_fastpath, csv_rules
 from airflow_tables.csv_ranges import (
     MAX_RECORD_BYTES,
+    NotPlain,
+    RangeScan,
     byte_blocks,
     first_boundary,
     line_breaks,
     scan_data,
 )
+from airflow_tables.csv_ranges import scan_stream as scan_stream_records
 from airflow_tables.csv_rules import Problem
 
 
@@ -90,34 +94,77 @@ def scan_file(path: str | os.PathLike, limits: csv_rules.Limits = csv_rules.SERV
     """Read ``path`` once, streaming, and report everything the service's rules say about it."""
     path = os.fspath(path)
     size = os.stat(path).st_size
-    scan = FileScan(path=path, size_bytes=size)
+
+    def records(f: BinaryIO, offset: int, delimiter: str, columns: int) -> RangeScan:
+        return scan_data(path, offset, size, delimiter, columns)
+
+    with open(path, "rb") as f:
+        return _scan(f, path, size, limits, records)
+
+
+def scan_stream(
+    stream: BinaryIO, label: str, size: int, limits: csv_rules.Limits = csv_rules.SERVICE_LIMITS
+) -> FileScan | None:
+    """:func:`scan_file` for a UTF-8 stream of ``size`` bytes (an object in storage), read once as it arrives.
+
+    The records are checked as the bytes come, on this one process, and nothing is
+    written anywhere. A stream cannot be read again, so it can only describe a file whose
+    records are plain: for anything else (a ragged row, a bad byte, a quote that is data)
+    this returns None, and the caller scans a local copy, which names records and lines
+    exactly. ``size_bytes`` is what was read, when the records were read to the end.
+    """
+    replay = _Replay(stream)
+
+    def records(f: BinaryIO, offset: int, delimiter: str, columns: int) -> RangeScan:
+        replay.seek(offset)
+        replay.forget()
+        found = scan_stream_records(replay, offset, delimiter, columns)
+        scan.size_bytes = replay.position
+        return found
+
+    scan = FileScan(path=label, size_bytes=size)
+    try:
+        return _scan(cast(BinaryIO, replay), label, size, limits, records, scan)
+    except NotPlain:
+        return None
+
+
+def _scan(
+    f: BinaryIO,
+    path: str,
+    size: int,
+    limits: csv_rules.Limits,
+    scan_records: Callable[[BinaryIO, int, str, int], RangeScan],
+    scan: FileScan | None = None,
+) -> FileScan:
+    """Read the header of ``f`` and have ``scan_records`` scan what follows it; put the report together."""
+    scan = scan or FileScan(path=path, size_bytes=size)
     if (problem := csv_rules.check_file_name(path)) is not None:
         scan.errors.append(problem)
     if size > limits.max_bytes:
         scan.errors.append(csv_rules.too_large_problem(size, limits))
-    with open(path, "rb") as f:
-        head = f.read(csv_rules.SNIFF_BYTES)
-        if (binary := csv_rules.binary_signature(head)) is not None:
-            return scan.stop(csv_rules.not_a_csv_problem(*binary))
-        enc = csv_rules.sniff_encoding(head)
-        scan.encoding = enc.name
-        if enc.problems:  # say what the file holds all the same, so the fix is obvious
-            scan.stop(enc.problems[0])
-            scan.errors.extend(enc.problems[1:])
-            text = head[enc.bom_length :].decode(enc.name, errors="replace")
-            scan.delimiter = csv_rules.detect_delimiter(text)
-            first = next(iter(csv_rules.parse_records(text, scan.delimiter)), None)
-            scan.headings = first[1] if first else []
-            scan.columns = csv_rules.name_columns(scan.headings)
-            return scan
-        head = head[enc.bom_length :]
-        if not head.strip(b"\r\n"):
-            scan.errors.append(csv_rules.empty_file_problem())
-            return scan
-        sample = head.decode("utf-8", errors="replace")
-        scan.delimiter = csv_rules.detect_delimiter(sample)
-        scan.line_terminator = _line_terminator(head)
-        header, data_offset, header_line = read_header(f, enc.bom_length, size)
+    head = f.read(csv_rules.SNIFF_BYTES)
+    if (binary := csv_rules.binary_signature(head)) is not None:
+        return scan.stop(csv_rules.not_a_csv_problem(*binary))
+    enc = csv_rules.sniff_encoding(head)
+    scan.encoding = enc.name
+    if enc.problems:  # say what the file holds all the same, so the fix is obvious
+        scan.stop(enc.problems[0])
+        scan.errors.extend(enc.problems[1:])
+        text = head[enc.bom_length :].decode(enc.name, errors="replace")
+        scan.delimiter = csv_rules.detect_delimiter(text)
+        first = next(iter(csv_rules.parse_records(text, scan.delimiter)), None)
+        scan.headings = first[1] if first else []
+        scan.columns = csv_rules.name_columns(scan.headings)
+        return scan
+    head = head[enc.bom_length :]
+    if not head.strip(b"\r\n"):
+        scan.errors.append(csv_rules.empty_file_problem())
+        return scan
+    sample = head.decode("utf-8", errors="replace")
+    scan.delimiter = csv_rules.detect_delimiter(sample)
+    scan.line_terminator = _line_terminator(head)
+    header, data_offset, header_line = read_header(f, enc.bom_length, size)
     text = header.decode("utf-8", errors="replace")
     records = csv_rules.parse_records(text, scan.delimiter, header_line)
     first = next(iter(records), None)
@@ -130,7 +177,7 @@ def scan_file(path: str | os.PathLike, limits: csv_rules.Limits = csv_rules.SERV
         return scan.stop(csv_rules.header_unterminated_problem(header_line))
     if len(scan.columns) > limits.max_columns:  # refused, but the rows are still counted for the report
         scan.errors.append(csv_rules.too_many_columns_problem(len(scan.columns), limits, header_line))
-    data = scan_data(path, data_offset, size, scan.delimiter, len(scan.columns))
+    data = scan_records(f, data_offset, scan.delimiter, len(scan.columns))
     scan.rows = data.records
     line_base = header_line + line_breaks(header)
     scan.data_line = line_base
@@ -146,6 +193,64 @@ def scan_file(path: str | os.PathLike, limits: csv_rules.Limits = csv_rules.SERV
     if not data.stopped and data.records == 0:
         scan.warnings.append(csv_rules.no_rows_warning())
     return scan
+
+
+class _Replay(io.RawIOBase):
+    """A forward-only stream that can go back to any byte read so far, until told to :meth:`forget`.
+
+    The header is read twice (sniffed, then read as a record), and where the records start
+    is only known after it; what was read until then is kept (at most the header and the
+    sniffing sample) and served again, then the stream is read on directly.
+    """
+
+    def __init__(self, raw: BinaryIO) -> None:
+        super().__init__()
+        self.raw = raw
+        self.kept = bytearray()  # the stream's first bytes, while they may be needed again
+        self.keeping = True
+        self.position = 0  # the offset in the stream of the next byte read
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        target = memoryview(buffer).cast("B")
+        if self.position < len(self.kept):
+            n = min(len(target), len(self.kept) - self.position)
+            target[:n] = self.kept[self.position : self.position + n]
+        else:
+            if not self.keeping and self.kept:
+                self.kept = bytearray()  # everything kept was served again: the rest comes from the stream
+            n = self.raw.readinto(target)  # type: ignore[attr-defined]  # every opener gives a raw or buffered reader
+            if self.keeping:
+                self.kept += target[:n]
+        self.position += n
+        return n
+
+    def read(self, size: int = -1) -> bytes:
+        """Up to ``size`` bytes, as many as the stream has (a raw stream may give fewer at a time)."""
+        parts, want = [], size
+        while want != 0:
+            part = super().read(want if want > 0 else io.DEFAULT_BUFFER_SIZE)
+            if not part:
+                break
+            parts.append(part)
+            want = want - len(part) if want > 0 else want
+        return b"".join(parts)
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        """Only back to a byte still kept, or to where the stream is."""
+        if whence != io.SEEK_SET or not (offset <= len(self.kept) or offset == self.position):
+            raise io.UnsupportedOperation("a stream goes back only as far as what was kept")
+        self.position = offset
+        return offset
+
+    def tell(self) -> int:
+        return self.position
+
+    def forget(self) -> None:
+        """Keep nothing more: what is still kept past the position is served, then the stream is read on."""
+        self.keeping = False
 
 
 def _heading_byte_problems(header: bytes, line: int) -> list[Problem]:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_tables import csv_rules
 from airflow_tables.csv_rules import Problem
-from airflow_tables.csv_scan import scan_file
+from airflow_tables.csv_scan import FileScan, scan_file, scan_stream
 from airflow_tables.exceptions import CsvValidationError
 
 if TYPE_CHECKING:
@@ -138,7 +138,13 @@ def validate_csv(
 def validate_source(
     source: Source, *, max_columns: int = csv_rules.MAX_COLUMNS, max_bytes: int = csv_rules.MAX_BYTES
 ) -> CsvReport:
-    """:func:`validate_csv` for a :class:`~airflow_tables.sources.Source` (a staged copy is scanned where it lies)."""
+    """:func:`validate_csv` for a :class:`~airflow_tables.sources.Source`.
+
+    A local UTF-8 file is scanned where it lies. An object in UTF-8 is scanned as it streams
+    (read once, nothing written); when it holds something only an exact read can describe
+    (a ragged row, a bad byte), or is in a declared encoding, it is copied to a local
+    temporary file and that is scanned (``docs/sources.md`` has the measurements).
+    """
     from airflow_tables.sources import SourceError, staged
 
     limits = csv_rules.Limits(max_columns=max_columns, max_bytes=max_bytes)
@@ -146,6 +152,10 @@ def validate_source(
         # Too large to send: not worth copying out of storage to say more.
         return _report(source, errors=[csv_rules.too_large_problem(source.stored_size, limits)])
     try:
+        if source.codec is None and not source.is_local_utf8:
+            scan = _scan_object(source, limits)
+            if scan is not None:
+                return _scanned(source, scan)
         with staged(source, max_bytes=max_bytes) as local:
             if not local.complete:
                 too_large = csv_rules.too_large_problem(max_bytes, limits, at_least=True)
@@ -160,6 +170,23 @@ def validate_source(
         if source.is_local_utf8 and os.path.isdir(source.label):
             reason = "it is a directory, not a file"
         return _unreadable(source.label, reason)
+    return _scanned(source, scan, undecodable)
+
+
+def _scan_object(source: Source, limits: csv_rules.Limits) -> FileScan | None:
+    """Scan an object as it streams; None when only a local copy can describe it (see :func:`scan_stream`)."""
+    from airflow_tables.sources import SourceError
+
+    with source.open() as stream:
+        scan = scan_stream(stream, source.label, source.stored_size, limits)
+    if scan is not None and scan.size_bytes != source.stored_size:
+        read = f"{source.stored_size:,} bytes listed, {scan.size_bytes:,} read"
+        raise SourceError(source.label, f"it changed size while it was read ({read})")
+    return scan
+
+
+def _scanned(source: Source, scan: FileScan, undecodable: Problem | None = None) -> CsvReport:
+    """The report of a scanned file, under the name it was given, with its first undecodable bytes if any."""
     return CsvReport(
         path=source.label,
         size_bytes=scan.size_bytes,

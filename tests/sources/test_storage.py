@@ -48,6 +48,61 @@ def test_every_way_of_naming_a_file_gives_the_same_report_and_bytes(orders, hook
     assert all(data == ORDERS.encode() for data in received.values())
 
 
+def test_a_plain_object_is_validated_as_it_streams_without_a_local_copy(orders, monkeypatch):
+    import airflow_tables.sources
+
+    def no_copy(*args, **kwargs):
+        raise AssertionError("a plain object was copied to validate it")
+
+    monkeypatch.setattr(airflow_tables.sources, "staged", no_copy)
+    report = validate_csv(orders["s3:// URI"])
+    assert report.ok and (report.rows, report.size_bytes) == (40, len(ORDERS.encode()))
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("ragged row", ORDERS + "41,South\n"),
+        ("not UTF-8", ORDERS.replace("17,North", "17,N\udcffrth")),
+        ("quote inside a field", ORDERS.replace("23,North", '23,No"rth')),
+        ("blank lines", ORDERS.replace("\n30,", "\n\n\n30,")),
+    ],
+)
+def test_an_object_with_problems_gets_the_report_of_the_same_local_file(
+    tmp_path, s3_server, bucket, monkeypatch, name, text
+):
+    # The stream cannot be read again to name lines: the object is copied and the copy scanned exactly.
+    import airflow_tables.sources
+
+    copies = []
+    staged = airflow_tables.sources.staged
+
+    def counted(source, **kwargs):
+        copies.extend([] if source.is_local_utf8 else [source.label])
+        return staged(source, **kwargs)
+
+    monkeypatch.setattr(airflow_tables.sources, "staged", counted)
+    data = text.encode("utf-8", errors="surrogateescape")
+    local = tmp_path / "orders.csv"
+    local.write_bytes(data)
+    s3_server.put(bucket, "orders.csv", data)
+    from_storage = validate_csv(f"s3://{CONN_ID}@{bucket}/orders.csv").to_dict()
+    from_disk = validate_csv(local).to_dict()
+    assert len(copies) == 1, name
+    assert from_storage.pop("path") != from_disk.pop("path")
+    assert from_storage == from_disk, name
+
+
+def test_an_object_that_changes_size_while_validated_is_reported_unreadable(s3_server, bucket):
+    s3_server.put(bucket, "moving.csv", ORDERS.encode())
+    source = open_source(f"s3://{CONN_ID}@{bucket}/moving.csv")  # its size as listed
+    s3_server.put(bucket, "moving.csv", (ORDERS + "41,South,1,x\n").encode())
+    from airflow_tables.validation import validate_source
+
+    (problem,) = validate_source(source).errors
+    assert problem.code == "unreadable" and "changed size while it was read" in problem.message
+
+
 @pytest.mark.parametrize("encoding", ["cp1252", "latin-1", "utf-16"])
 def test_a_legacy_object_arrives_as_utf8(s3_server, bucket, hook, emulator, encoding):
     text = "name,city\nJürgen,Zürich\nAna,São Paulo\n"
