@@ -114,8 +114,10 @@ def validate_csv(
     """Read ``path`` once, streaming, in bounded memory, and report what the service will make of it.
 
     ``path`` is a local path, an ``airflow.sdk.ObjectStoragePath`` or a URI
-    (``s3://aws_conn@bucket/key.csv``); an object in storage is copied to a local
-    temporary file first, at most ``max_bytes`` of it (``docs/sources.md`` says why).
+    (``s3://aws_conn@bucket/key.csv``); an object in storage is scanned as it streams,
+    or, when it needs an exact read (a ragged row, a bad byte) or is in a declared
+    encoding, copied to a local temporary file first, at most ``max_bytes`` of it
+    (``docs/sources.md`` says why).
     ``encoding`` declares the file's encoding (any Python codec name): the file is then
     checked as text in it, as the UTF-8 it will be sent as, and a byte not valid in it
     is an ``encoding`` error with its line. Without it, the file must be UTF-8.

@@ -8,11 +8,13 @@ it and know nothing of fsspec or codecs.
 
 * :mod:`.storage` finds objects through Airflow's object storage (imported only for them).
 * :mod:`.transcode` converts a declared encoding to UTF-8 while the bytes are read.
-* :func:`staged` makes a bounded local UTF-8 copy for the one reader that needs a local
-  file: the validator, whose scan splits a file between two processes. The operators
-  validate and upload from that one copy, so an object is read from storage once and
-  what was checked is exactly what is sent (``docs/sources.md`` has the measurements
-  behind this choice). The hook alone streams from storage straight into the upload.
+* :func:`staged` makes a bounded local UTF-8 copy for the readers that need a local
+  file: the validator's exact scan (which reads a record again to name its line, and
+  splits a large file between two processes), and the operators, which validate and
+  upload from that one copy, so an object is read from storage once and what was checked
+  is exactly what is sent (``docs/sources.md`` has the measurements behind this choice).
+  ``validate_csv`` of a plain UTF-8 object scans it as it streams, with no copy, and the
+  hook alone streams from storage straight into the upload.
 """
 
 from __future__ import annotations
