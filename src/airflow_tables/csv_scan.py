@@ -114,19 +114,23 @@ def scan_stream(
     exactly. ``size_bytes`` is what was read, when the records were read to the end.
     """
     replay = _Replay(stream)
+    read_to_end = False
 
     def records(f: BinaryIO, offset: int, delimiter: str, columns: int) -> RangeScan:
+        nonlocal read_to_end
         replay.seek(offset)
         replay.forget()
         found = scan_stream_records(replay, offset, delimiter, columns)
-        scan.size_bytes = replay.position
+        read_to_end = True
         return found
 
-    scan = FileScan(path=label, size_bytes=size)
     try:
-        return _scan(cast(BinaryIO, replay), label, size, limits, records, scan)
+        scan = _scan(cast(BinaryIO, replay), label, size, limits, records)
     except NotPlain:
         return None
+    if read_to_end:
+        scan.size_bytes = replay.position
+    return scan
 
 
 def _scan(
@@ -135,10 +139,9 @@ def _scan(
     size: int,
     limits: csv_rules.Limits,
     scan_records: Callable[[BinaryIO, int, str, int], RangeScan],
-    scan: FileScan | None = None,
 ) -> FileScan:
     """Read the header of ``f`` and have ``scan_records`` scan what follows it; put the report together."""
-    scan = scan or FileScan(path=path, size_bytes=size)
+    scan = FileScan(path=path, size_bytes=size)
     if (problem := csv_rules.check_file_name(path)) is not None:
         scan.errors.append(problem)
     if size > limits.max_bytes:
@@ -208,6 +211,7 @@ class _Replay(io.RawIOBase):
         self.raw = raw
         self.kept = bytearray()  # the stream's first bytes, while they may be needed again
         self.keeping = True
+        self.dropped = False  # what was kept has been served again and let go
         self.position = 0  # the offset in the stream of the next byte read
 
     def readable(self) -> bool:
@@ -219,8 +223,9 @@ class _Replay(io.RawIOBase):
             n = min(len(target), len(self.kept) - self.position)
             target[:n] = self.kept[self.position : self.position + n]
         else:
-            if not self.keeping and self.kept:
+            if not self.keeping and not self.dropped:
                 self.kept = bytearray()  # everything kept was served again: the rest comes from the stream
+                self.dropped = True
             n = self.raw.readinto(target)  # type: ignore[attr-defined]  # every opener gives a raw or buffered reader
             if self.keeping:
                 self.kept += target[:n]
@@ -240,7 +245,8 @@ class _Replay(io.RawIOBase):
 
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
         """Only back to a byte still kept, or to where the stream is."""
-        if whence != io.SEEK_SET or not (offset <= len(self.kept) or offset == self.position):
+        kept = not self.dropped and offset <= len(self.kept)
+        if whence != io.SEEK_SET or not (kept or offset == self.position):
             raise io.UnsupportedOperation("a stream goes back only as far as what was kept")
         self.position = offset
         return offset

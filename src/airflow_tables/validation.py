@@ -177,13 +177,12 @@ def validate_source(
 
 def _scan_object(source: Source, limits: csv_rules.Limits) -> FileScan | None:
     """Scan an object as it streams; None when only a local copy can describe it (see :func:`scan_stream`)."""
-    from airflow_tables.sources import SourceError
+    from airflow_tables.sources import changed_size
 
     with source.open() as stream:
         scan = scan_stream(stream, source.label, source.stored_size, limits)
     if scan is not None and scan.size_bytes != source.stored_size:
-        read = f"{source.stored_size:,} bytes listed, {scan.size_bytes:,} read"
-        raise SourceError(source.label, f"it changed size while it was read ({read})")
+        raise changed_size(source, scan.size_bytes)
     return scan
 
 

@@ -134,3 +134,16 @@ def test_the_corpus_streams_to_the_same_scans(tmp_path):
             answered += 1
             assert dataclasses.asdict(streamed) == expected, rec["file"]
     assert answered >= len(RECORDS) // 2, f"only {answered} of {len(RECORDS)} real files streamed"
+
+
+def test_the_replay_goes_back_only_while_it_keeps_what_it_read():
+    from airflow_tables.csv_scan import _Replay
+
+    replay = _Replay(Trickle(b"0123456789", 3))
+    assert replay.read(5) == b"01234"
+    replay.seek(1)
+    replay.forget()
+    assert replay.read(6) == b"123456"  # what was kept, then the stream
+    assert replay.read() == b"789"
+    with pytest.raises(io.UnsupportedOperation):
+        replay.seek(0)  # what was kept was let go

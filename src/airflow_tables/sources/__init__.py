@@ -41,7 +41,7 @@ from airflow_tables.sources.transcode import Codec, Converter, DecodeError, Utf8
 if TYPE_CHECKING:
     from airflow_tables.csv_rules import Problem
 
-__all__ = ["Source", "SourceError", "SourceNotFoundError", "is_uri", "open_source", "staged"]
+__all__ = ["Source", "SourceError", "SourceNotFoundError", "changed_size", "is_uri", "open_source", "staged"]
 
 #: Bytes copied at a time into a staged copy.
 COPY_BLOCK = 1024 * 1024
@@ -174,6 +174,13 @@ def _count_utf8(source: Source) -> tuple[int, DecodeError | None]:
                 return total, converter.first_error
 
 
+def changed_size(source: Source, read: int) -> SourceError:
+    """The error for an object that did not have the size it was listed with when it was read."""
+    return SourceError(
+        source.label, f"it changed size while it was read ({source.stored_size:,} bytes listed, {read:,} read)"
+    )
+
+
 @contextlib.contextmanager
 def staged(source: Source, *, max_bytes: int | None = None) -> Iterator[Source]:
     """A local UTF-8 copy of ``source`` for the time of the block, or ``source`` itself when it is one.
@@ -223,7 +230,5 @@ def _copy(source: Source, path: str, max_bytes: int | None) -> tuple[int, bool, 
             if not n:
                 break
     if read != source.stored_size:
-        raise SourceError(
-            source.label, f"it changed size while it was read ({source.stored_size:,} bytes listed, {read:,} read)"
-        )
+        raise changed_size(source, read)
     return written, True, converter.first_error if converter else None
