@@ -28,6 +28,50 @@ def get_provider_info() -> dict:
         "triggers": [{"integration-name": "Data Tables Service", "python-modules": ["airflow_tables.triggers.tables"]}],
         "hooks": [{"integration-name": "Data Tables Service", "python-modules": ["airflow_tables.hooks.tables"]}],
         "extra-links": ["airflow_tables.links.DataTablesTableLink"],
+        # The [datatables] section: settings a deployer makes once, for every DAG and component.
+        "config": {
+            "datatables": {
+                "description": "Settings of the Data Tables provider (airflow-tables).",
+                "options": {
+                    "ui_refresh_seconds": {
+                        "description": "How long the Data Tables page keeps a department's listing before it "
+                        "lists it again (at most one list request per department per interval, whatever "
+                        "the number of viewers).",
+                        "version_added": "0.1.0",
+                        "type": "float",
+                        "example": "30",
+                        "default": "30",
+                    },
+                    "max_response_mib": {
+                        "description": "The largest answer (MiB) the hook reads from the service; a larger one "
+                        "fails the request clearly instead of filling the worker's or triggerer's memory.",
+                        "version_added": "0.2.0",
+                        "type": "float",
+                        "example": "64",
+                        "default": "64",
+                    },
+                    "min_poll_interval": {
+                        "description": "The shortest interval (seconds) between two listings of a department "
+                        "by the triggerer's shared poller, whatever poll_interval a waiter asks for: one "
+                        "waiter's tiny interval must not set the rate of every wait in its department.",
+                        "version_added": "0.2.0",
+                        "type": "float",
+                        "example": "1",
+                        "default": "1",
+                    },
+                    "allowed_sources": {
+                        "description": "Where operators and validate_csv may read files from: a comma-separated "
+                        "list of allowed prefixes (local directories such as /data/incoming, URIs such as "
+                        "s3://aws_default@bucket/incoming/ naming scheme, connection id, bucket and path). "
+                        "Empty: any file the worker can read. See docs/sources.md, 'Security'.",
+                        "version_added": "0.2.0",
+                        "type": "string",
+                        "example": "/data/incoming,s3://aws_default@landing/incoming/",
+                        "default": "",
+                    },
+                },
+            }
+        },
         "plugins": [{"name": "datatables", "plugin-class": "airflow_tables.plugins.plugin.DataTablesPlugin"}],
         "asset-uris": [
             {
