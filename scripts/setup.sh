@@ -15,6 +15,11 @@ if ! command -v uv >/dev/null 2>&1; then
 fi
 command -v uv >/dev/null 2>&1 || { echo "setup: uv could not be installed" >&2; exit 1; }
 
+if [ ! -x .venv/bin/python ]; then
+  # A first run on a cold cache downloads and compiles a few hundred MB: say so, instead of a silent minute.
+  echo "setup: first run: installing Apache Airflow 3.3 and the locked dependencies into .venv" \
+       "(1-2 minutes on a cold cache, seconds after)" >&2
+fi
 uv sync --frozen --extra dev --compile-bytecode --quiet
 # The editable build leaves setuptools' egg-info in src/, which is on sys.path: Airflow then
 # finds the distribution twice and reports the provider's plugin as registered twice
