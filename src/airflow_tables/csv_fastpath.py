@@ -222,6 +222,11 @@ class PythonKernel:
         return records
 
     def _agrees_with_exact(self, data: bytes, records: int) -> bool:
-        text = data.decode("latin-1")
-        widths = [len(fields) for _, fields in csv_rules.parse_records(text, self.delimiter)]
-        return len(widths) == records and all(w == self.columns for w in widths)
+        """True when the rules read ``data`` as ``records`` records of the header's width, every quote closed.
+
+        The quote state is compared too: a quote that is data can pair up in the skeleton with
+        one that opens a field (``x",",``), and the widths then agree although that field never ends.
+        """
+        exact = csv_rules.parse_records(data.decode("latin-1"), self.delimiter)
+        widths = [len(fields) for _, fields in exact]
+        return exact.unterminated_line is None and len(widths) == records and all(w == self.columns for w in widths)

@@ -185,7 +185,8 @@ def _scan(
     line_base = header_line + line_breaks(header)
     scan.data_line = line_base
     found = {p.code for p in scan.errors}  # only the first bad byte of a kind is reported, so the heading's wins
-    for p in data.problems:
+    # In the order of the file: the kernels find a bad byte and a NUL in either order.
+    for p in sorted(data.problems, key=lambda p: p.line or 0):
         if p.code not in found:
             scan.errors.append(p.moved(lines=line_base - 1, records=1))
             if data.stopped and p.code == csv_rules.RECORD_TOO_LONG:  # the one problem that ends a scan

@@ -10,14 +10,16 @@ in large ones.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
+import os
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from airflow_tables import csv_fastpath, csv_ranges, csv_rules
+from airflow_tables import csv_fastpath, csv_ranges, csv_rules, csv_scan
 from airflow_tables.validation import validate_csv
 
 FIXTURE = HealthCheck.function_scoped_fixture
@@ -181,3 +183,68 @@ def test_kernel_refuses_what_it_cannot_scan():
         _speedups.plain_records(b"a\n", ",", 0, True)
     with pytest.raises(TypeError):
         _speedups.plain_records("not bytes", ",", 1, True)
+
+
+@contextlib.contextmanager
+def _kernel_chosen(name: str):
+    """Scan with the named kernel (the environment switch csv_fastpath.kernel reads), then restore it."""
+    before = os.environ.get(csv_fastpath.PURE_PYTHON_ENV)
+    if name == "python":
+        os.environ[csv_fastpath.PURE_PYTHON_ENV] = "1"
+    else:
+        os.environ.pop(csv_fastpath.PURE_PYTHON_ENV, None)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(csv_fastpath.PURE_PYTHON_ENV, None)
+        else:
+            os.environ[csv_fastpath.PURE_PYTHON_ENV] = before
+
+
+def _verdict(path) -> tuple:
+    scan = csv_scan.scan_file(path)
+    return scan.rows, scan.columns, [str(p) for p in scan.errors], [str(p) for p in scan.warnings]
+
+
+_SMALL = st.lists(st.sampled_from([*(bytes([b]) for b in b'a,"\n\r;'), b'""', b"\r\n"]), max_size=40).map(b"".join)
+_MIXED = st.lists(st.sampled_from([*(bytes([b]) for b in b'a,"\n\r;\x00\xff'), b"\xc3\xa9"]), max_size=40).map(b"".join)
+
+
+# Fields shaped to put quotes where they are data, where they open a field, and both (x",",).
+_FIELD = st.sampled_from([b"", b"x", b'"', b'x"', b'"x"', b'""', b'"\n"'])
+_RECORDS = st.lists(
+    st.tuples(st.lists(_FIELD, min_size=1, max_size=3), st.sampled_from([b"\n", b"\r\n", b"\r"])), max_size=6
+).map(lambda records: b"".join(b",".join(fields) + end for fields, end in records))
+
+
+@settings(max_examples=400, deadline=None, derandomize=True, suppress_health_check=[FIXTURE])
+@given(
+    st.sampled_from([b"a,b\n", b"a;b;c\r\n", b"a\n", b'"a,",b\n']),
+    st.one_of(_RECORDS, _SMALL, _MIXED, st.binary(max_size=40)),
+)
+@example(b"a,b\n", b'x",",\n')  # a quote that is data pairs up with one that opens a field never closed
+@example(b"a\n", b"\t\ra\r\n,,\t\t\r\x00\r\xff")  # a NUL and a bad byte: reported in the file's order
+def test_both_kernels_give_the_same_verdict(tmp_path, header, body):
+    """Within the first MiB the pure-Python kernel is exact: the same errors, rows and columns as the native one.
+
+    (It runs under each value of the autouse ``scan_kernel`` fixture, and chooses the kernels itself.)
+    """
+    if not csv_fastpath.native_available():
+        pytest.skip("the C extension is not built here")
+    path = tmp_path / "fuzz.csv"
+    path.write_bytes(header + body)
+    with _kernel_chosen("native"):
+        native = _verdict(path)
+    with _kernel_chosen("python"):
+        python = _verdict(path)
+    assert python == native, (header + body, native, python)
+
+
+@pytest.mark.parametrize("data", [b'x",",\n', b'1,2\nx",",\n3,4\n'])
+def test_an_open_quote_after_a_quote_that_is_data_is_not_plain(scan_kernel, data):
+    """``x",",`` pairs two quotes in the skeleton, but the second one opens a field that is never closed."""
+    found = csv_fastpath.kernel(",", 2).scan(memoryview(data), final=True)
+    records = csv_rules.parse_records(data[: found.consumed].decode(), ",")
+    assert len(list(records)) == found.records
+    assert records.unterminated_line is None
