@@ -77,6 +77,11 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
         after its base name.
     :param encoding: the file's encoding, a Python codec name such as ``cp1252`` or ``utf-16``; the
         file is checked in it and sent as UTF-8. Default: the file must be UTF-8.
+    :param allowed_sources: where ``file_path`` may point (not templated, so no trigger can change
+        it): prefixes such as ``/data/incoming`` or ``s3://aws_default@landing/incoming/``. The
+        file must also be inside ``[datatables] allowed_sources`` when that is set: this narrows
+        it, never widens it. A file outside fails the task before any request, without retry
+        (docs/sources.md, "Security").
     :param project_id: the department (templated); when left out, the connection's
         ``project_id``. An explicit empty value fails the task.
     :param card_id: a table of the department whose data to replace (templated). When it
@@ -117,10 +122,16 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
         conflict_retries: int = 3,
         skip_if_unchanged: bool = False,
         encoding: str | None = None,
+        allowed_sources: str | Sequence[str] | None = None,
         datatables_conn_id: str = "datatables_default",
         **kwargs: Any,
     ) -> None:
         check_wait(poll_interval, timeout)
+        if allowed_sources is not None:  # a bad prefix fails when the DAG is parsed, not when it runs
+            from airflow_tables.sources.allowed import ARGUMENT, parse_prefixes
+
+            if not parse_prefixes(allowed_sources, ARGUMENT):
+                raise ValueError("allowed_sources names no prefix: give at least one, or None for no limit of its own")
         if skip_if_unchanged and card_id is None:
             raise ValueError("skip_if_unchanged needs a card_id: a new table has no earlier upload to compare with")
         if encoding is not None:  # an unknown codec name fails when the DAG is parsed, not when it runs
@@ -143,6 +154,7 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
         self.conflict_retries = conflict_retries
         self.skip_if_unchanged = skip_if_unchanged
         self.encoding = encoding
+        self.allowed_sources = allowed_sources
         self._ready_summary: dict | None = None
         self._job: dict | None = None  # the job this try works on (for the asset event)
 
@@ -179,19 +191,26 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
         fingerprint) and is not a local UTF-8 file is copied once to a bounded local file
         (converted to UTF-8 on the way), which is checked and then sent: storage is read
         once, and what was checked is what is sent. An unchecked one is streamed by the hook
-        straight into the upload. A missing file fails the task (no retry); other storage
-        errors may be retried.
+        straight into the upload. A missing file, or one outside the allowed sources
+        (``allowed_sources``, ``[datatables] allowed_sources``), fails the task (no retry);
+        other storage errors may be retried.
         """
         from airflow_tables import csv_rules
-        from airflow_tables.sources import SourceError, SourceNotFoundError, open_source, staged
+        from airflow_tables.sources import (
+            SourceError,
+            SourceNotAllowedError,
+            SourceNotFoundError,
+            open_source,
+            staged,
+        )
 
         checked = self.validate or self.expectations is not None or self.skip_if_unchanged
         with contextlib.ExitStack() as stack:
             try:
-                source = open_source(self.file_path, encoding=self.encoding)
+                source = open_source(self.file_path, encoding=self.encoding, allowed=self.allowed_sources)
                 if checked:
                     source = stack.enter_context(staged(source, max_bytes=csv_rules.MAX_BYTES))
-            except SourceNotFoundError as err:
+            except (SourceNotFoundError, SourceNotAllowedError) as err:
                 raise AirflowFailException(f"{err}; nothing was sent to the Data Tables Service") from None
             except SourceError as err:
                 raise AirflowException(f"{err}; nothing was sent to the Data Tables Service") from err

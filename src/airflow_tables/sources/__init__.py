@@ -6,6 +6,8 @@ declared encoding (``encoding="cp1252"``). :func:`open_source` turns any of them
 :class:`Source`; the validator, the hook's upload and ``import_dataframe`` read through
 it and know nothing of fsspec or codecs.
 
+* :mod:`.allowed` refuses a file outside the allowed sources (``[datatables] allowed_sources``,
+  a task's ``allowed_sources=``) before anything is read: every reader passes here.
 * :mod:`.storage` finds objects through Airflow's object storage (imported only for them).
 * :mod:`.transcode` converts a declared encoding to UTF-8 while the bytes are read.
 * :func:`staged` makes a bounded local UTF-8 copy for the readers that need a local
@@ -22,10 +24,11 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
+from airflow_tables.sources.allowed import ARGUMENT, SourceNotAllowedError, check_object, check_path, parse_prefixes
 from airflow_tables.sources.storage import (
     SourceError,
     SourceNotFoundError,
@@ -41,7 +44,16 @@ from airflow_tables.sources.transcode import Codec, Converter, DecodeError, Utf8
 if TYPE_CHECKING:
     from airflow_tables.csv_rules import Problem
 
-__all__ = ["Source", "SourceError", "SourceNotFoundError", "changed_size", "is_uri", "open_source", "staged"]
+__all__ = [
+    "Source",
+    "SourceError",
+    "SourceNotAllowedError",
+    "SourceNotFoundError",
+    "changed_size",
+    "is_uri",
+    "open_source",
+    "staged",
+]
 
 #: Bytes copied at a time into a staged copy.
 COPY_BLOCK = 1024 * 1024
@@ -132,20 +144,28 @@ class Source:
         return csv_rules.undecodable_problem(line, codec.name if codec else "utf-8", error.source_offset, error.bad)
 
 
-def open_source(file: Any, encoding: str | None = None) -> Source:
+def open_source(file: Any, encoding: str | None = None, *, allowed: str | Sequence[str] | None = None) -> Source:
     """Find ``file`` (a local path, an ``ObjectStoragePath``, a URI or a :class:`Source`) and say how to read it.
 
-    Reads nothing but the object's metadata. Raises :class:`ValueError` for an unknown
-    ``encoding`` and :class:`SourceError` (:class:`SourceNotFoundError`, a
+    Reads nothing but the object's metadata, and only once the file is known to be an
+    allowed source (:mod:`.allowed`): inside ``[datatables] allowed_sources`` when it is set,
+    and inside ``allowed`` (prefixes, a task's own list) when given. A :class:`Source` was
+    checked when it was opened. Raises :class:`ValueError` for an unknown ``encoding`` or a
+    bad prefix, :class:`SourceNotAllowedError` (a ``PermissionError``) outside the allowed
+    sources, and :class:`SourceError` (:class:`SourceNotFoundError`, a
     ``FileNotFoundError``, for a missing file) when it cannot be read.
     """
     codec = declared(encoding)
     if isinstance(file, Source):
         return file if encoding is None else replace(file, codec=codec)
+    narrowed = None if allowed is None else parse_prefixes(allowed, ARGUMENT)
     if is_storage_path(file) or is_uri(file):
-        obj = stat_object(file)
-        return Source(label_of(file), obj.name, obj.size, obj.local_path, codec, obj.open)
+        label = label_of(file)
+        check_object(file, narrowed)
+        obj = stat_object(file, check_local=lambda local: check_path(label, local, narrowed))
+        return Source(label, obj.name, obj.size, obj.local_path, codec, obj.open)
     path = os.fspath(file)
+    check_path(path, path, narrowed)
     size = local_size(path)
     return Source(path, os.path.basename(path), size, path, codec, local_opener(path))
 

@@ -89,12 +89,21 @@ class StoredObject:
     open: Callable[[], BinaryIO]
 
 
-def stat_object(value: Any) -> StoredObject:
-    """Find the object a URI or ``ObjectStoragePath`` names, or raise :class:`SourceError`."""
+def stat_object(value: Any, check_local: Callable[[str], None] | None = None) -> StoredObject:
+    """Find the object a URI or ``ObjectStoragePath`` names, or raise :class:`SourceError`.
+
+    ``check_local`` is given the local path a ``file://`` URI reads before it is looked at,
+    so a refusal (see :mod:`.allowed`) says nothing about whether the file exists.
+    """
+    from fsspec.implementations.local import LocalFileSystem
+
     label = label_of(value)
     path = _storage_path(value, label)
     fs = _filesystem(path, label)
     key = path.path
+    local = fs._strip_protocol(key) if isinstance(fs, LocalFileSystem) else None
+    if local is not None and check_local is not None:
+        check_local(local)
     try:
         fs.invalidate_cache(key)  # the size now, not as an earlier listing in this process saw it
         info = fs.info(key)
@@ -104,10 +113,7 @@ def stat_object(value: Any) -> StoredObject:
         raise SourceError(label, f"the storage refused or failed ({type(err).__name__}: {err})") from err
     if info.get("type") == "directory":
         raise SourceNotFoundError(label, "it is a directory (a prefix), not a file")
-    from fsspec.implementations.local import LocalFileSystem
-
-    if isinstance(fs, LocalFileSystem):
-        local = fs._strip_protocol(key)
+    if local is not None:
         return StoredObject(path.name, int(info["size"]), local, local_opener(local))
     return StoredObject(path.name, int(info["size"]), None, lambda: open_stream(fs, key, label))
 
