@@ -10,19 +10,73 @@ over the limit is counted, not kept.
 The parser never raises in the middle of a body: it notes the first problem and
 goes on reading, so the caller can always answer with a proper response instead
 of leaving the client's upload half-sent.
+
+It is served on networks, so what it keeps is bounded whatever a client sends: at
+most :data:`MAX_PARTS` parts, :data:`MAX_FIELD_BYTES` per text field and
+:data:`MAX_HEADER_BYTES` of headers per part (the padding after a boundary
+included); past a bound it notes the problem and drops the rest. Each byte is
+searched once, so a body that never breaks its lines costs linear time, not
+quadratic. The body as a whole is capped by the caller (:func:`body_limit`).
 """
 
 from __future__ import annotations
 
 import re
+import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
 from python_multipart.multipart import parse_options_header
 
+#: The headers of one part, with any transport padding after its boundary.
 MAX_HEADER_BYTES = 16 * 1024
+#: One text field (ProjectID and CardID are a few dozen bytes).
 MAX_FIELD_BYTES = 64 * 1024
+#: Parts of one form: an import has three at most (ProjectID, CardID, File).
+MAX_PARTS = 16
+#: What a body may hold beyond the file: every part's headers and fields, with room to spare.
+BODY_ALLOWANCE = 2 * 1024**2
+
+_PARAM = re.compile(rb';\s*([^\s=;]+)\s*=\s*("(?:[^"\\]|\\.)*"|[^;]*)', re.DOTALL)
+_ESCAPE = re.compile(rb"\\(.)", re.DOTALL)
+
+
+def body_limit(max_bytes: int) -> int:
+    """The most bytes an import body may have: the file limit plus :data:`BODY_ALLOWANCE`."""
+    return max_bytes + BODY_ALLOWANCE
+
+
+def _text(raw: bytes) -> str:
+    """A header parameter as text: UTF-8 (RFC 7578), or Latin-1 from an older client that did not encode it."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw.decode("latin-1")
+
+
+def disposition_params(value: bytes) -> dict[str, str]:
+    """The parameters of a ``Content-Disposition`` header, names lower-cased, as sent (UTF-8 kept).
+
+    Why not python-multipart's ``parse_options_header``: it reads the header as Latin-1, so
+    ``売上.csv`` cannot be encoded back (a 500) and ``données.csv`` became ``donn\ufffdes.csv``;
+    and it drops ``filename*`` (RFC 5987), which some clients send for a non-ASCII name. A
+    ``filename*`` wins over ``filename``, its fallback (RFC 6266).
+    """
+    params: dict[str, str] = {}
+    for raw_key, raw_value in _PARAM.findall(value):
+        key, raw = raw_key.lower().decode("latin-1"), raw_value.strip()
+        if len(raw) >= 2 and raw[:1] == raw[-1:] == b'"':
+            raw = _ESCAPE.sub(rb"\1", raw[1:-1])
+        if key.endswith("*"):  # charset'language'percent-encoded
+            charset, _, rest = raw.decode("latin-1").partition("'")
+            try:
+                params[key[:-1]] = urllib.parse.unquote_to_bytes(rest.partition("'")[2]).decode(charset or "utf-8")
+            except (LookupError, UnicodeDecodeError):
+                continue  # an encoding we cannot read: the plain parameter, if any, names it
+        else:
+            params.setdefault(key, _text(raw))
+    return params
 
 
 def base_name(filename: str) -> str:
@@ -86,6 +140,8 @@ class FormParser:
         self._state = "data"
         self._sink: BinaryIO | bytearray | None = None  # an open file, a text field's bytes, or discard
         self._part_name: str | None = None
+        self._parts = 0
+        self._searched = 0  # how much of the buffer a search for a line end has already covered
 
     def feed(self, chunk: bytes) -> None:
         self._buf = self._buf + chunk if self._buf else chunk
@@ -99,7 +155,7 @@ class FormParser:
                 if self._buf.startswith(b"--"):
                     self._state, self._buf = "end", b""
                 else:
-                    line_end = self._buf.find(b"\r\n")  # transport padding may precede it
+                    line_end = self._find(b"\r\n")  # transport padding may precede it
                     if line_end == -1:
                         return
                     self._buf = self._buf[line_end + 2 :]
@@ -136,25 +192,43 @@ class FormParser:
         self._state = "after"
         return True
 
+    def _find(self, needle: bytes) -> int:
+        """Where ``needle`` starts in the buffer, or -1; each byte is searched once however it arrives.
+
+        Past :data:`MAX_HEADER_BYTES` without it, the body is refused and the rest dropped.
+        """
+        at = self._buf.find(needle, self._searched)
+        if at != -1:
+            self._searched = 0
+        elif len(self._buf) > MAX_HEADER_BYTES:
+            self._refuse(f"a part's headers run on for more than {MAX_HEADER_BYTES // 1024} KiB without ending")
+        else:
+            self._searched = max(0, len(self._buf) - len(needle) + 1)  # it may straddle the next chunk
+        return at
+
     def _headers(self) -> bool:
-        end = self._buf.find(b"\r\n\r\n")
+        end = self._find(b"\r\n\r\n")
         if end == -1:
-            if len(self._buf) > MAX_HEADER_BYTES:
-                self._problem("a part's headers run on for more than 16 KiB")
-                self._state, self._buf = "end", b""
             return False
-        headers: dict[str, str] = {}
+        headers: dict[str, bytes] = {}
         for line in self._buf[:end].split(b"\r\n"):
             name, _, value = line.partition(b":")
-            headers[name.strip().lower().decode("latin-1")] = value.strip().decode("utf-8", "replace")
+            headers[name.strip().lower().decode("latin-1")] = value.strip()
         self._buf = self._buf[end + 4 :]
         self._state = "data"
+        self._parts += 1
+        if self._parts > MAX_PARTS:
+            self._refuse(
+                f"the form has more than {MAX_PARTS} parts; an import sends ProjectID, File and, "
+                "to replace a table, CardID"
+            )
+            return True
         self._open_part(headers)
         return True
 
-    def _open_part(self, headers: dict[str, str]) -> None:
-        _, params = parse_options_header(headers.get("content-disposition", ""))
-        name = params.get(b"name", b"").decode("utf-8", "replace")
+    def _open_part(self, headers: dict[str, bytes]) -> None:
+        params = disposition_params(headers.get("content-disposition", b""))
+        name = params.get("name", "")
         self._part_name = name
         if name == self._file_field:
             self.form.file_parts += 1
@@ -162,10 +236,10 @@ class FormParser:
                 self._problem(f"the request has more than one {self._file_field} part; send exactly one")
                 self._sink = None
                 return
-            raw = params.get(b"filename")
+            content_type = headers.get("content-type")
             self.form.file = FilePart(
-                filename=base_name(raw.decode("utf-8", "replace")) if raw is not None else "",
-                content_type=headers.get("content-type"),
+                filename=base_name(params.get("filename", "")),
+                content_type=content_type.decode("utf-8", "replace") if content_type is not None else None,
             )
             if self._file_path is not None:
                 self.form.file.path = self._file_path
@@ -213,3 +287,9 @@ class FormParser:
     def _problem(self, message: str) -> None:
         if self.form.problem is None:
             self.form.problem = message
+
+    def _refuse(self, message: str) -> None:
+        """Note ``message`` and drop the rest of the body (past a bound, nothing more is worth keeping)."""
+        self._problem(message)
+        self._close_sink()
+        self._state, self._buf, self._searched = "end", b"", 0
