@@ -7,18 +7,28 @@ reads bucket ``landing`` with connection ``aws_default`` (``pip install
 fails alone and costs nothing), imported once, and waited for in the triggerer; a retry or
 a resumed wait of one file never touches another, and never imports twice. Tables are
 named after the files. docs/sources.md says how many files one deployment takes at once.
+
+Whoever triggers the DAG picks the folder, so the folder is bounded three times: the trigger
+form accepts only folders under the landing prefix (its ``pattern``: no other connection,
+bucket or ``..``), the listing checks it against the same prefix, and the import tasks read
+only from it (``allowed_sources=``), within whatever the deployment's ``[datatables]
+allowed_sources`` allows (docs/sources.md, "Security").
 """
 
 from __future__ import annotations
 
 import os
+import re
 from datetime import datetime, timedelta
 
 from airflow.sdk import DAG, Param, task
 
 from airflow_tables.operators.tables import DataTablesImportOperator
 
-LANDING = os.environ.get("DATATABLES_LANDING_PREFIX", "s3://aws_default@landing/exports/")
+LANDING = os.environ.get("DATATABLES_LANDING_PREFIX", "s3://aws_default@landing/exports/").rstrip("/") + "/"
+# The landing prefix, then folders whose names do not start with a dot (so never '..'). Escaped by
+# hand: a JSON Schema pattern may also be compiled by JavaScript, where re.escape's "\-" is an error.
+FOLDERS = "^" + re.sub(r"([.^$*+?()\[\]{}|\\])", r"\\\1", LANDING) + r"(?:[A-Za-z0-9_=-][A-Za-z0-9_.=-]*/)*$"
 POLL_INTERVAL = float(os.environ.get("DATATABLES_POLL_INTERVAL", "30"))
 
 # [START howto_datatables_many_files]
@@ -33,7 +43,9 @@ with DAG(
     # disk while it does); deferred waits are not counted here, so every file can wait at once.
     max_active_tasks=8,
     params={
-        "prefix": Param(LANDING, type="string", description="where the CSV files are (a URI with its connection)"),
+        "prefix": Param(
+            LANDING, type="string", pattern=FOLDERS, description=f"where the CSV files are: {LANDING} or a folder in it"
+        ),
         "encoding": Param(None, type=["null", "string"], description="their encoding, when not UTF-8"),
     },
 ) as dag:
@@ -43,7 +55,10 @@ with DAG(
         """One set of arguments per ``*.csv`` under the prefix; URIs keep the connection (``s3://conn@bucket/key``)."""
         from airflow.sdk import ObjectStoragePath
 
+        from airflow_tables.sources.allowed import check
+
         params = params or {}
+        check(params["prefix"], allowed=[LANDING])  # before the listing: the form's pattern, checked again here
         prefix = ObjectStoragePath(params["prefix"])
         files = sorted(str(path) for path in prefix.rglob("*") if path.suffix.lower() == ".csv")
         print(f"{len(files)} CSV file(s) under {prefix}")
@@ -51,6 +66,7 @@ with DAG(
 
     DataTablesImportOperator.partial(
         task_id="import_file",
+        allowed_sources=[LANDING],  # each file, as it is opened: where the listing found it, nowhere else
         deferrable=True,  # the wait holds no worker slot
         poll_interval=POLL_INTERVAL,
         timeout=6 * 3600,

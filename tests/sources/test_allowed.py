@@ -21,7 +21,7 @@ from tests.operators._runs import state, xcom
 from tests.sources.conftest import CONN_ID
 
 from airflow_tables.sources import SourceError, SourceNotAllowedError, open_source
-from airflow_tables.sources.allowed import ENV, parse_prefixes, provider_directory
+from airflow_tables.sources.allowed import ENV, check, parse_prefixes, provider_directory
 from airflow_tables.validation import validate_csv
 
 CSV = b"region,amount\nnorth,1\nsouth,2\n"
@@ -115,6 +115,21 @@ def test_s3_prefixes_name_the_connection_the_bucket_and_the_key(s3_server, bucke
         assert uri in str(info.value) and f"s3://{CONN_ID}@{bucket}/incoming/" in str(info.value), way
     with pytest.raises(SourceNotAllowedError):
         open_source(ObjectStoragePath(f"s3://{CONN_ID}@{bucket}/incoming-old/orders.csv"))
+
+
+def test_a_folder_to_list_is_checked_like_a_file(landing, monkeypatch):
+    # What the many-files example does before listing a prefix it was given.
+    check(f"{landing}/sub/", allowed=[str(landing)])
+    check(f"file://{landing}/sub/")
+    for outside in (f"{landing}/../", f"file://{landing}/../incoming/", "file://localhost/etc/", landing.parent):
+        with pytest.raises(SourceNotAllowedError):
+            check(outside)
+    monkeypatch.setenv(ENV, "s3://aws_default@landing/exports/")
+    check("s3://aws_default@landing/exports/2026/")
+    with pytest.raises(SourceNotAllowedError, match="the task's allowed_sources"):
+        check("s3://aws_default@landing/exports/2026/", allowed=["s3://aws_default@landing/exports/2025/"])
+    with pytest.raises(SourceNotAllowedError, match="'..'"):
+        check("s3://aws_default@landing/exports/../private/")
 
 
 def test_the_argument_narrows_the_setting(landing):

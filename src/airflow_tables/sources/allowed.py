@@ -176,13 +176,33 @@ def check_object(file: Any, allowed: Sequence[Prefix] | None = None) -> None:
         obj = _object_of(parts.scheme, *_user_and_bucket(parts.netloc), parts.path)
     label = label_of(file)
     for origin, prefixes in _layers(allowed):
-        if obj.scheme in LOCAL_SCHEMES:  # no connection: a local file is read with none
-            ok = obj.conn_id is None and any(prefix.directory is not None for prefix in prefixes)
+        if obj.scheme in LOCAL_SCHEMES:  # file:///path only: no connection, no host (file://x/y is relative)
+            ok = (obj.conn_id, obj.bucket) == (None, "") and any(prefix.directory is not None for prefix in prefixes)
         else:
             ok = not _has_dot_dot(obj) and any(prefix.allows_object(obj) for prefix in prefixes)
         if not ok:
             why = "its key has a '..' segment, which is never allowed" if _has_dot_dot(obj) else None
             raise _refusal(label, origin, prefixes, why)
+
+
+def check(file: Any, allowed: str | Sequence[str] | None = None) -> None:
+    """Refuse ``file`` (a path, URI or ``ObjectStoragePath``, of a file or a folder) outside the allowed sources.
+
+    For code that reads a place itself, such as a listing of the files under a prefix, before
+    it does; :func:`~airflow_tables.sources.open_source` checks every file it opens the same way.
+    """
+    narrowed = None if allowed is None else parse_prefixes(allowed, ARGUMENT)
+    if not (is_storage_path(file) or is_uri(file)):
+        check_path(str(file), os.fspath(file), narrowed)
+        return
+    check_object(file, narrowed)
+    if is_storage_path(file):
+        local = file.path if (file.protocol or "file") in LOCAL_SCHEMES else None
+    else:
+        parts = urlsplit(str(file))
+        local = unquote(parts.path) if parts.scheme.lower() in LOCAL_SCHEMES else None
+    if local is not None:
+        check_path(label_of(file), local, narrowed)
 
 
 def check_path(label: str, path: str, allowed: Sequence[Prefix] | None = None) -> None:
