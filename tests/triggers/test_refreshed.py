@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
 
 import pytest
@@ -12,6 +13,13 @@ from tests.triggers.test_tables import small_csv
 from airflow_tables.hooks.status import RefreshWatch
 from airflow_tables.triggers import _department_poller
 from airflow_tables.triggers.tables import DataTablesProcessedTrigger, DataTablesTableRefreshedTrigger
+
+
+@pytest.fixture(autouse=True)
+def low_floor(monkeypatch):
+    """These watches poll every tenth of a second; the deployer's floor (1 s by default) has tests of its own."""
+    monkeypatch.setenv("AIRFLOW__DATATABLES__MIN_POLL_INTERVAL", "0.1")
+
 
 T0, T1, T2 = "2026-01-02T10:00:00", "2026-01-02T10:05:00", "2026-01-02T10:09:00"
 
@@ -171,3 +179,37 @@ def test_watchers_and_waits_share_the_department_listing(datatables_conn, tmp_pa
     assert event.payload["status"] == "ready" and len(refreshes) == 5
     lists = [r for r in datatables_conn.stats()["requests"] if r["method"] == "GET" and r["path"].endswith("/cards")]
     assert len(lists) <= elapsed / interval + 2, (len(lists), elapsed)
+
+
+def test_a_watch_refuses_a_malformed_card_id_when_built():
+    with pytest.raises(ValueError, match="upper-case 'CRD-'"):
+        DataTablesTableRefreshedTrigger(project_id="PRJ-1", card_id="crd-typo")
+
+
+def test_a_watch_outlives_a_missing_connection_and_fires_once_it_is_back(datatables_conn, monkeypatch, tmp_path):
+    """The asset watcher's poller cannot even build its hook; the watch logs it, keeps watching, then fires."""
+    from airflow_tables.hooks.tables import DataTablesHook
+
+    hook = DataTablesHook()
+    card_id = hook.import_csv(None, small_csv(tmp_path))
+    hook.wait_for_processed(None, card_id, poll_interval=0.05, timeout=30)
+    monkeypatch.delenv("AIRFLOW_CONN_DT_WATCH", raising=False)
+    trigger = DataTablesTableRefreshedTrigger(
+        project_id=datatables_conn.project_id, card_id=card_id, datatables_conn_id="dt_watch", poll_interval=0.1
+    )
+
+    def connection_comes_back_then_a_refresh():
+        deadline = time.monotonic() + 10
+        while not any(p.snapshot.error for p in _department_poller.pollers()):  # the watch has seen the error
+            assert time.monotonic() < deadline, "the watch never looked"
+            time.sleep(0.02)
+        monkeypatch.setenv("AIRFLOW_CONN_DT_WATCH", os.environ["AIRFLOW_CONN_DATATABLES_DEFAULT"])
+        while not any(card_id in p.snapshot.cards for p in _department_poller.pollers()):  # its baseline, now
+            assert time.monotonic() < deadline, "the watch never listed with the connection back"
+            time.sleep(0.02)
+        time.sleep(1.05)  # completion times have whole seconds: the refresh must read later than the baseline
+        hook.import_csv(None, small_csv(tmp_path, rows=4), card_id=card_id)
+
+    (event,) = asyncio.run(_events(trigger, 1, connection_comes_back_then_a_refresh))
+    assert event.payload["card_id"] == card_id and event.payload["rows"] == 4
+    assert _department_poller.pollers() == []

@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 import csv
 import json
+import re
 import time
 from pathlib import Path
 
+import pytest
 from airflow.triggers.base import TriggerEvent
 
 from airflow_tables.triggers import _department_poller
@@ -21,6 +23,12 @@ KWARGS = {
     "deadline": 1_900_000_000.5,
     "replaced_after": "2026-11-21T10:00:00",
 }
+
+
+@pytest.fixture(autouse=True)
+def low_floor(monkeypatch):
+    """These waits poll every tenth of a second; the deployer's floor (1 s by default) has tests of its own."""
+    monkeypatch.setenv("AIRFLOW__DATATABLES__MIN_POLL_INTERVAL", "0.1")
 
 
 def small_csv(directory: Path, rows: int = 5) -> Path:
@@ -147,3 +155,73 @@ def test_waits_in_one_department_share_one_listing(datatables_conn, tmp_path):
     lists = [r for r in datatables_conn.stats()["requests"] if r["method"] == "GET" and r["path"].endswith("/cards")]
     assert len(lists) <= elapsed / interval + 2, (len(lists), elapsed)
     assert _department_poller.pollers() == []  # the poller stopped with its last waiter
+
+
+# -- arguments are checked when the trigger is built ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        ({"card_id": "crd-typo"}, "upper-case 'CRD-'"),
+        ({"card_id": None}, "card_id is empty"),
+        ({"project_id": ""}, "project_id"),
+        ({"project_id": {"id": "PRJ-1"}}, "project_id"),
+        ({"poll_interval": 0}, "poll_interval"),
+        ({"poll_interval": "soon"}, "poll_interval"),
+        ({"poll_interval": float("nan")}, "poll_interval"),
+        ({"deadline": "tomorrow"}, "deadline"),
+        ({"deadline": True}, "deadline"),
+    ],
+)
+def test_bad_arguments_are_refused_when_the_trigger_is_built(change, says):
+    with pytest.raises(ValueError, match=re.escape(says)):
+        DataTablesProcessedTrigger(**{**KWARGS, **change})
+
+
+# -- a poisoned wait next to a healthy one ----------------------------------------------------------
+
+LATIN1_KEY = "clé-" + "x" * 40
+
+
+def poison(kind: str, monkeypatch, hostile_url: str) -> str:
+    """A connection id whose waits cannot succeed, for ``kind`` of reason."""
+    from tests.triggers.test_department_poller import use_connection
+
+    if kind == "missing connection":
+        monkeypatch.delenv("AIRFLOW_CONN_DT_POISON", raising=False)
+    elif kind == "latin-1 key":
+        use_connection(monkeypatch, "dt_poison", hostile_url, LATIN1_KEY)
+    else:  # a department listing answered with a body that says gzip and is not
+        use_connection(monkeypatch, "dt_poison", hostile_url, "hostile-key-0123456789")
+    return "dt_poison"
+
+
+@pytest.mark.parametrize("kind", ["missing connection", "latin-1 key", "junk gzip body"])
+def test_a_poisoned_wait_ends_in_an_error_and_a_healthy_one_in_its_event(datatables_conn, monkeypatch, tmp_path, kind):
+    from tests.triggers.test_department_poller import hostile_server
+
+    datatables_conn.set_processing_delay(0.5)
+    card_id = imported(datatables_conn, tmp_path)
+    with hostile_server([], junk_list=True) as url:
+        conn_id = poison(kind, monkeypatch, url)
+
+        async def both():
+            project = datatables_conn.project_id
+            healthy = DataTablesProcessedTrigger(project_id=project, card_id=card_id, poll_interval=0.1)
+            poisoned = DataTablesProcessedTrigger(
+                project_id=datatables_conn.project_id, card_id=card_id, datatables_conn_id=conn_id, poll_interval=0.1
+            )
+            gens = [healthy.run(), poisoned.run()]
+            try:
+                return await asyncio.wait_for(asyncio.gather(*(anext(g) for g in gens)), 20)
+            finally:
+                for g in gens:
+                    await g.aclose()
+
+        good, bad = asyncio.run(both())
+    assert good.payload["status"] == "ready" and good.payload["card_id"] == card_id
+    assert bad.payload["status"] == "error" and conn_id in bad.payload["message"]
+    for key in (LATIN1_KEY, "hostile-key-0123456789", datatables_conn.api_key):
+        assert key not in bad.payload["message"]
+    assert _department_poller.pollers() == []

@@ -10,11 +10,16 @@ triggerer restart that re-runs :meth:`run` can never import twice. Its kwargs ar
 plain JSON, it never calls the synchronous ``get_connection`` on the event loop (the
 hook resolves the connection asynchronously), and its deadline is wall-clock: it
 ends in a ``timeout`` event rather than relying on ``defer(timeout=)``, which skips
-clean-up and is not enforced by ``dag.test()``.
+clean-up and is not enforced by ``dag.test()``. (The task passes the same deadline to
+``defer(timeout=)`` as well, for the case where no triggerer runs the trigger at all.)
+
+Arguments are checked when a trigger is built, in the task before it defers: a wait
+that could never succeed fails there, not in the triggerer's shared poller.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -35,7 +40,8 @@ class DataTablesProcessedTrigger(BaseTrigger):
     :param project_id: the department (ProjectID).
     :param card_id: the table (CardID).
     :param datatables_conn_id: the ``datatables`` connection.
-    :param poll_interval: seconds between listings of the department.
+    :param poll_interval: seconds between listings of the department (> 0); the shared poller
+        lists no more often than ``[datatables] min_poll_interval`` (1 s by default), whoever asks.
     :param deadline: wall-clock end of the wait (Unix time); ``None`` waits for ever.
     :param replaced_after: for a replacement, the table's ``UploadCompletionTime`` before it,
         so that the previous file's "ready" is not taken for the new one's.
@@ -52,10 +58,10 @@ class DataTablesProcessedTrigger(BaseTrigger):
         replaced_after: str | None = None,
     ) -> None:
         super().__init__()
-        self.project_id = project_id
-        self.card_id = card_id
+        self.project_id, self.card_id, self.poll_interval = _checked(project_id, card_id, poll_interval)
+        if deadline is not None and (isinstance(deadline, bool) or not isinstance(deadline, (int, float))):
+            raise ValueError(f"deadline must be a Unix time (a number) or None, not {deadline!r}")
         self.datatables_conn_id = datatables_conn_id
-        self.poll_interval = float(poll_interval)
         self.deadline = deadline
         self.replaced_after = replaced_after
 
@@ -84,11 +90,12 @@ class DataTablesProcessedTrigger(BaseTrigger):
                 if snapshot is None:
                     yield self._event(TIMEOUT, message=f"table {self.card_id} was still being read at the deadline")
                     return
-                if snapshot.error is not None:
-                    yield self._event(ERROR, message=str(snapshot.error))
+                error = snapshot.error_for(self.card_id)
+                if error is not None:
+                    yield self._event(ERROR, message=error)
                     return
-                if snapshot.stale:
-                    continue  # the listing failed for now: nothing new about this table
+                if snapshot.stale_for(self.card_id):
+                    continue  # the look failed for now: nothing new about this table
                 look = table.observe(snapshot.cards.get(self.card_id))
                 if look.status.is_terminal:
                     message = look.status.describe(self.card_id, self.project_id)
@@ -106,8 +113,9 @@ class DataTablesTableRefreshedTrigger(BaseEventTrigger):
     a DAG scheduled on that asset runs. What counts as a refresh is decided by
     :class:`~airflow_tables.hooks.status.RefreshWatch`. The event's payload carries
     ``card_id``, ``project_id``, ``completion_time``, ``rows`` and the table's ``summary``.
-    Errors of the service (a refused key, a department gone) fire nothing: they are logged
-    and the watch goes on, since an event would start the DAG for nothing.
+    Errors (a refused key, a department gone, a connection missing on the triggerer, an
+    answer no one can read) fire nothing: they are logged and the watch goes on, since an
+    event would start the DAG for nothing and the watch has no task to fail.
 
     :param project_id: the department (ProjectID).
     :param card_id: the table (CardID).
@@ -124,10 +132,8 @@ class DataTablesTableRefreshedTrigger(BaseEventTrigger):
         poll_interval: float = 60.0,
     ) -> None:
         super().__init__()
-        self.project_id = project_id
-        self.card_id = card_id
+        self.project_id, self.card_id, self.poll_interval = _checked(project_id, card_id, poll_interval)
         self.datatables_conn_id = datatables_conn_id
-        self.poll_interval = float(poll_interval)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return _serialized(self, "project_id", "card_id", "datatables_conn_id", "poll_interval")
@@ -137,10 +143,13 @@ class DataTablesTableRefreshedTrigger(BaseEventTrigger):
         async with watch(self.datatables_conn_id, self.project_id, self.card_id, self.poll_interval) as department:
             while True:
                 snapshot = await department.next()
-                if snapshot is None or snapshot.stale:
+                if snapshot is None:
                     continue
-                if snapshot.error is not None:
-                    self.log.warning("watching %s: %s; still watching", self.card_id, snapshot.error)
+                error = snapshot.error_for(self.card_id)
+                if error is not None:  # the poller goes on, and so does the watch: the asset has no one else
+                    self.log.warning("watching %s: %s; still watching", self.card_id, error)
+                    continue
+                if snapshot.stale_for(self.card_id):
                     continue
                 summary = snapshot.cards.get(self.card_id)
                 table, refreshed = table.observe(summary)
@@ -155,6 +164,28 @@ class DataTablesTableRefreshedTrigger(BaseEventTrigger):
                             "summary": summary,
                         }
                     )
+
+
+def _checked(project_id: object, card_id: object, poll_interval: object) -> tuple[str, str, float]:
+    """The arguments every wait shares, checked where the trigger is built (in the task, before it defers).
+
+    A trigger that could never look (a malformed CardID, no department, an interval of 0)
+    fails its task at once, instead of becoming a waiter that no listing answers.
+    """
+    from airflow_tables.hooks._http import card_id_problem
+
+    problem = card_id_problem(card_id)
+    if problem is not None:
+        raise ValueError(problem)
+    if not isinstance(project_id, str) or not project_id.strip():
+        raise ValueError(f"project_id must be a department's ProjectID (a non-empty string), not {project_id!r}")
+    try:
+        interval = float(poll_interval)  # type: ignore[arg-type]  # anything else is what the check refuses
+    except (TypeError, ValueError):
+        interval = math.nan
+    if isinstance(poll_interval, bool) or not 0 < interval < math.inf:
+        raise ValueError(f"poll_interval must be a number of seconds greater than 0, not {poll_interval!r}")
+    return project_id, card_id, interval  # type: ignore[return-value]  # card_id_problem checked it is a str
 
 
 def _serialized(trigger: BaseTrigger, *names: str) -> tuple[str, dict[str, Any]]:
