@@ -107,6 +107,7 @@ def test_s3_prefixes_name_the_connection_the_bucket_and_the_key(s3_server, bucke
         "a sibling key prefix": f"s3://{CONN_ID}@{bucket}/incoming-old/orders.csv",
         "'..' in the key": f"s3://{CONN_ID}@{bucket}/incoming/../secret.csv",
         "an encoded '..'": f"s3://{CONN_ID}@{bucket}/incoming/%2E%2E/secret.csv",
+        "an encoded '/../'": f"s3://{CONN_ID}@{bucket}/incoming/a%2F..%2F..%2Fsecret.csv",
         "another scheme": f"gs://{CONN_ID}@{bucket}/incoming/orders.csv",
     }
     for way, uri in refused.items():

@@ -137,8 +137,8 @@ def _object_of(scheme: str, conn_id: str | None, bucket: str, path: str) -> _Obj
 
 
 def _has_dot_dot(obj: _Object) -> bool:
-    segments = [obj.bucket, *obj.key.split("/")]
-    return any(unquote(segment) == ".." for segment in segments)
+    # Decoded first: a reader or an HTTP client that decodes %2F and %2E must not find one either.
+    return ".." in (unquote(obj.bucket), *unquote(obj.key).split("/"))
 
 
 def configured() -> tuple[Prefix, ...]:
@@ -212,8 +212,7 @@ def check_path(label: str, path: str, allowed: Sequence[Prefix] | None = None) -
         return
     for origin, prefixes in _layers(allowed):
         if not any(prefix.allows_path(real) for prefix in prefixes):
-            resolved = " (with its symlinks and '..' resolved)" if real != os.path.abspath(path) else ""
-            raise _refusal(label, origin, prefixes, f"it lies outside every allowed directory{resolved}")
+            raise _refusal(label, origin, prefixes, "its real path (symlinks and '..' resolved) is outside them")
 
 
 def _refusal(label: str, origin: str, prefixes: Sequence[Prefix], why: str | None) -> SourceNotAllowedError:
