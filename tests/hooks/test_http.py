@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import pickle
 import random
+import re
 from datetime import datetime, timedelta, timezone
 from email.utils import format_datetime
 
@@ -19,7 +20,9 @@ from airflow_tables.hooks._http import (
     connection_error,
     interpret,
     parse_retry_after,
+    scrub,
     segment,
+    tls_error,
 )
 
 KEY = "k3y-0123456789abcdef"
@@ -284,3 +287,66 @@ def test_error_is_built_status_first():
     error = ex.DataTablesError(409, "busy")
     assert (error.status_code, error.msg, str(error)) == (409, "busy", "failed (HTTP 409): busy")
     assert str(ex.DataTablesError(None, "no answer")) == "failed (no response): no answer"
+
+
+# -- the key in every form a page may echo it ---------------------------------------------------------
+
+# 481 printable characters, with every one that HTML, JSON and URLs escape.
+LONG_KEY = ("Zk9&<x>\"q'%+/\\=?#;" + "".join(chr(33 + (i * 7) % 94) for i in range(470)))[:481]
+assert len(LONG_KEY) == 481
+
+
+def key_forms(key: str) -> dict[str, str]:
+    import html
+    from urllib.parse import quote, quote_plus
+
+    return {
+        "exact": key,
+        "html": html.escape(key),
+        "html-no-quotes": html.escape(key, quote=False),
+        "json": json.dumps(key)[1:-1],
+        "url": quote(key, safe=""),
+        "url-plus": quote_plus(key),
+        "url-lower-hex": re.sub(r"%[0-9A-F]{2}", lambda m: m.group().lower(), quote(key, safe="")),
+    }
+
+
+def leaked(text: str, key: str, n: int = 8) -> list[str]:
+    """The pieces of ``n`` characters or more of any form of ``key`` that ``text`` shows."""
+    return [
+        f"{name}: {form[i : i + n]!r}"
+        for name, form in key_forms(key).items()
+        for i in range(len(form) - n + 1)
+        if form[i : i + n] in text
+    ]
+
+
+@pytest.mark.parametrize("form", list(key_forms(LONG_KEY)))
+def test_scrub_removes_every_form_and_any_long_fragment(form):
+    shown = key_forms(LONG_KEY)[form]
+    text = f"before {shown} middle {shown[100:140]} and {shown[-9:]} after"
+    scrubbed = scrub(text, LONG_KEY)
+    assert leaked(scrubbed, LONG_KEY) == []
+    assert scrubbed.startswith("before ") and scrubbed.endswith(" after") and " middle " in scrubbed
+
+
+@pytest.mark.parametrize("form", list(key_forms(LONG_KEY)))
+def test_a_proxy_page_echoing_the_key_shows_no_piece_of_it(form):
+    shown = key_forms(LONG_KEY)[form]
+    page = f"<html><body><h1>502 Bad Gateway</h1><pre>X-API-Key: {shown}\nAccept: */*</pre></body></html>"
+    s = settings(key=LONG_KEY)
+    with pytest.raises(ex.DataTablesServerError) as info:
+        answer(502, page.encode(), {"Content-Type": "text/html"}, s=s)
+    assert "502 Bad Gateway" in str(info.value)
+    assert leaked(str(info.value) + repr(info.value), LONG_KEY) == []
+
+
+def test_client_messages_are_scrubbed_before_they_are_cut():
+    s = settings(key=LONG_KEY)
+    req = s.request("GET", "projects", "P", "cards")
+    error = connection_error(s, req, OSError(f"proxy said {json.dumps(LONG_KEY)}"), sent=True)
+    assert "proxy said" in str(error) and leaked(str(error), LONG_KEY) == []
+    exc = OSError(f"handshake: peer echoed {LONG_KEY[50:200]}")
+    exc.reason = f"reason {LONG_KEY[:100]}"
+    error = tls_error(s, req, exc)
+    assert "TLS handshake" in str(error) and leaked(str(error), LONG_KEY) == []

@@ -9,6 +9,7 @@ import ssl
 import subprocess
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 
@@ -89,3 +90,39 @@ def test_verify_with_a_ca_bundle_or_off(make_hook, tls_server, tmp_path, verify)
     path = tmp_path / "f.csv"
     path.write_text("a\n1\n")
     assert hook.import_csv(None, path).startswith("CRD-")
+
+
+def test_an_async_handshake_failure_ends_at_once(make_hook, tls_server, caplog):
+    url, _ = tls_server
+    hook = make_hook(url, "a-long-api-key", project_id="P", max_retries=5)
+    with caplog.at_level("WARNING"), pytest.raises(ex.DataTablesConnectionError) as info:
+        asyncio.run(hook.a_list_cards())
+    assert "CERTIFICATE_VERIFY_FAILED" in str(info.value)
+    assert info.value.retryable is False and info.value.request_sent is False
+    assert not [r for r in caplog.records if "retry" in r.getMessage()]  # not retried
+
+
+@pytest.mark.parametrize("problem", ["missing", "unreadable", "not-a-certificate"])
+def test_a_ca_bundle_that_cannot_be_read_is_a_typed_error_naming_the_connection(
+    make_hook, tls_server, tmp_path, caplog, problem
+):
+    import os
+
+    url, cert = tls_server
+    path = tmp_path / "ca.pem"
+    if problem == "unreadable":
+        if os.geteuid() == 0:
+            pytest.skip("root reads any file")
+        path.write_bytes(Path(cert).read_bytes())
+        path.chmod(0)
+    elif problem == "not-a-certificate":
+        path.write_text("not a certificate\n")
+    hook = make_hook(url, "a-long-api-key", conn_id="dt_ca", project_id="P", max_retries=5, verify=str(path))
+    with caplog.at_level("WARNING"):
+        for call in (hook.list_cards, lambda: asyncio.run(hook.a_list_cards())):
+            with pytest.raises(ex.DataTablesConnectionError) as info:
+                call()
+            text = str(info.value)
+            assert "'dt_ca'" in text and str(path) in text and "verify" in text, text
+            assert info.value.retryable is False and info.value.request_sent is False
+    assert not [r for r in caplog.records if "retry" in r.getMessage()]

@@ -304,3 +304,59 @@ def test_tls_with_the_ca_or_verification_off(tls_emulator, make_hook, tmp_path, 
     assert card_id in {c["CardID"] for c in cards}
     assert table["CardID"] == card_id
     hook.delete_card(None, card_id)
+
+
+# -- a proxy that echoes the request's headers ----------------------------------------------------
+
+from tests.hooks.test_http import LONG_KEY, key_forms, leaked  # noqa: E402
+from tests.hooks.test_tables import hostile  # noqa: E402, F401  (the fixture, reused)
+
+ECHOES = ["html", "html-escaped", "json-escaped", "url-encoded"]
+
+
+def _echo(form: str):
+    """A 502 page from a proxy that shows the request's headers, in one of the forms proxies use."""
+    import html
+
+    def answer(server, conn, head) -> None:
+        lines = head.decode("latin-1").split("\r\n")
+        # The key's line first: a page shows the start of a long key before any excerpt is cut.
+        headers = "\n".join(sorted(lines, key=lambda line: not line.lower().startswith("x-api-key")))
+        if form == "html":
+            page = f"<html><body><h1>502 Bad Gateway</h1><pre>{headers}</pre></body></html>"
+        elif form == "html-escaped":
+            page = f"<html><body><h1>502 Bad Gateway</h1><pre>{html.escape(headers)}</pre></body></html>"
+        elif form == "json-escaped":
+            page = "502 Bad Gateway; upstream request: " + json.dumps({"headers": headers})
+        else:
+            page = f"<html><body>502 Bad Gateway; to retry, open /retry?h={quote(headers, safe='')}</body></html>"
+        body = page.encode()
+        server.write(
+            conn,
+            b"HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/html\r\nContent-Length: %d\r\n\r\n" % len(body) + body,
+        )
+
+    return answer
+
+
+@pytest.mark.parametrize("form", ECHOES)
+def test_a_proxy_echoing_the_headers_never_shows_a_piece_of_the_key(make_hook, hostile, caplog, form):  # noqa: F811
+    server = hostile(_echo(form))
+    hook = make_hook(server.url, LONG_KEY, project_id="P", max_retries=1)
+    texts: list[str] = []
+    with caplog.at_level(logging.DEBUG):
+        for call in (hook.list_cards, lambda: asyncio.run(hook.a_list_cards())):
+            with pytest.raises(ex.DataTablesServerError) as info:
+                call()
+            texts += [str(info.value), repr(info.value)]
+        ok, message = hook.test_connection()
+    assert not ok and "502" in message
+    assert LONG_KEY.encode() in server.requests[0]  # the key did go out, in its header, and came back
+    assert all("502 Bad Gateway" in t for t in texts[:1])
+    assert leaked("\n".join([*texts, message, caplog.text]), LONG_KEY) == []
+
+
+def test_the_key_forms_echoed_are_the_ones_the_scrub_knows():
+    """The echo forms above are real escapes of the key: each differs from the key itself."""
+    forms = key_forms(LONG_KEY)
+    assert len({forms["exact"], forms["html"], forms["json"], forms["url"]}) == 4

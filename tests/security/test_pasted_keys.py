@@ -89,3 +89,32 @@ def test_a_request_the_client_refuses_is_never_retried_nor_quoted(emulator, make
         assert error.__cause__ is None and error.__suppress_context__  # the client's message is not chained
     assert not [r for r in caplog.records if "retry" in r.getMessage()]
     assert posts_and_gets(emulator) == 0
+
+
+@pytest.mark.parametrize(
+    "key", ["ключ-{k}", "clé-{k}", "{k}\u00a0x", "{k}\u200b"], ids=["cyrillic", "latin-1", "nbsp", "zwsp"]
+)
+def test_a_key_that_is_not_printable_ascii_is_refused_unseen_sync_and_async(
+    emulator,
+    make_hook,  # noqa: F811
+    caplog,
+    key,
+):
+    key = key.format(k=emulator.api_key)
+    hook = make_hook(emulator.base_url, key, conn_id="foreign_key")
+    emulator.reset_stats()
+    texts = []
+    with caplog.at_level(logging.DEBUG):
+        with pytest.raises(ValueError, match="printable ASCII") as sync_error:
+            hook.list_cards(emulator.project_id)
+        hook._settings = None
+        with pytest.raises(ValueError, match="printable ASCII") as async_error:
+            asyncio.run(hook.a_list_cards(emulator.project_id))
+        ok, message = hook.test_connection()
+    texts += [str(sync_error.value), repr(sync_error.value), str(async_error.value), message]
+    assert ok is False
+    assert all("'foreign_key'" in t for t in texts), texts
+    assert posts_and_gets(emulator) == 0
+    shown = "\n".join([*texts, caplog.text])
+    for secret in (key, emulator.api_key, key[:6], emulator.api_key[:8], key.encode("utf-8", "replace").hex()):
+        assert secret not in shown

@@ -1,15 +1,19 @@
 """What goes on the wire and what an answer means, shared by the sync (requests) and async (httpx) clients.
 
-Three decisions live here and only here: how a request is built (base URL,
+Four decisions live here and only here: how a request is built (base URL,
 percent-encoded id segments, the ``X-API-Key`` header), what a response means
-(envelope, status code, typed error, a proxy's HTML page) and when a failure is
-retried (which errors are transient, exponential backoff with full jitter,
-``Retry-After``). The clients only move bytes.
+(envelope, status code, typed error, a proxy's HTML page), how much of it is read
+(the ``[datatables] max_response_mib`` cap) and when a failure is retried (which
+errors are transient, exponential backoff with full jitter, ``Retry-After``). The
+clients only move bytes. Every text that came from elsewhere (a service's body, a
+client library's message) passes through :func:`scrub` before it is cut or shown.
 """
 
 from __future__ import annotations
 
 import email.utils
+import functools
+import html
 import itertools
 import json
 import logging
@@ -20,7 +24,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Protocol, TypeVar
-from urllib.parse import quote, urlsplit, urlunsplit
+from urllib.parse import quote, quote_plus, urlsplit, urlunsplit
 
 from airflow_tables import __version__
 from airflow_tables.exceptions import (
@@ -43,6 +47,11 @@ API_VERSION = "v1.0"
 DEFAULT_TIMEOUT = 60.0
 DEFAULT_MAX_RETRIES = 5
 DEFAULT_RETRY_BACKOFF = 1.0
+DEFAULT_MAX_RESPONSE_MIB = 64.0
+# Reads of an answer: the cap is checked after each, so at most this much is read past it.
+CHUNK_SIZE = 64 * 1024
+# A run of this many characters of the key, in any of its forms, is hidden wherever it appears.
+MIN_FRAGMENT = 8
 ENVELOPE = ("Msg", "ExecTime")
 TRANSIENT_STATUSES = frozenset({429, 500, 502, 503, 504})
 CARD_ID = re.compile(r"CRD-[0-9A-Za-z][0-9A-Za-z_-]*\Z")
@@ -94,6 +103,8 @@ class Settings:
     retry_backoff: float = DEFAULT_RETRY_BACKOFF
     project_id: str | None = None
     app_url: str | None = None
+    conn_id: str = ""
+    max_response_bytes: int = int(DEFAULT_MAX_RESPONSE_MIB * 2**20)
 
     @classmethod
     def from_connection(cls, conn: Any) -> Settings:
@@ -108,8 +119,10 @@ class Settings:
             verify=_verify(extra.get("verify")),
             max_retries=_number(extra.get("max_retries"), DEFAULT_MAX_RETRIES, "max_retries", int, minimum=0),
             retry_backoff=_number(extra.get("retry_backoff"), DEFAULT_RETRY_BACKOFF, "retry_backoff", float, minimum=0),
-            project_id=str(extra["project_id"]) if extra.get("project_id") not in (None, "") else None,
+            project_id=_project_extra(extra.get("project_id"), conn.conn_id),
             app_url=extra.get("app_url") or None,
+            conn_id=conn.conn_id,
+            max_response_bytes=max_response_bytes(),
         )
 
     def request(self, method: str, *segments: str) -> Request:
@@ -118,27 +131,120 @@ class Settings:
         return Request(method, "/".join([self.base_url, API_VERSION, *segments]), headers)
 
     def scrub(self, text: str) -> str:
-        """Remove the key from text that came from elsewhere (an error body may echo a header)."""
-        return text.replace(self.api_key, "***") if self.api_key else text
+        """Remove the key, in every form, from text that came from elsewhere (see :func:`scrub`)."""
+        return scrub(text, self.api_key)
+
+
+def scrub(text: str, secret: str) -> str:
+    """Replace with ``***`` every run of ``MIN_FRAGMENT`` or more characters of ``secret`` in ``text``.
+
+    A proxy's error page may echo the request's headers as they are, HTML-escaped,
+    JSON-escaped or URL-encoded, and a message is cut to an excerpt: removing only the
+    exact key, or removing it after the cut, showed most of a long key. So every form's
+    fragments are hidden, and callers scrub before they cut (:func:`excerpt`).
+    """
+    if not secret or not text:
+        return text
+    size = min(MIN_FRAGMENT, len(secret))
+    grams = _fragments(secret, size)
+    hidden = [False] * len(text)
+    for at in range(len(text) - size + 1):
+        if text[at : at + size] in grams:
+            hidden[at : at + size] = [True] * size
+    if not any(hidden):
+        return text
+    out: list[str] = []
+    for at, char in enumerate(text):
+        if not hidden[at]:
+            out.append(char)
+        elif at == 0 or not hidden[at - 1]:
+            out.append("***")
+    return "".join(out)
+
+
+@functools.lru_cache(maxsize=8)
+def _fragments(secret: str, size: int) -> frozenset[str]:
+    """Every run of ``size`` characters of the forms a page may show ``secret`` in."""
+    url = {quote(secret, safe=""), quote(secret), quote_plus(secret)}
+    forms = {
+        secret,
+        html.escape(secret),
+        html.escape(secret, quote=False),
+        html.escape(secret).replace("&#x27;", "&#39;"),
+        json.dumps(secret)[1:-1],
+        json.dumps(secret)[1:-1].replace("/", "\\/"),
+        *url,
+        *(re.sub(r"%[0-9A-F]{2}", lambda m: m.group().lower(), form) for form in url),
+    }
+    return frozenset(form[at : at + size] for form in forms for at in range(len(form) - size + 1))
+
+
+def excerpt(text: str, secret: str, limit: int = 200, *, markup: bool = True) -> str:
+    """At most ``limit`` characters of ``text``, the secret scrubbed first; ``markup``: tags and spacing removed.
+
+    Only a window of the text is scrubbed (the excerpt cannot reach past it), so a large
+    body costs no more than a small one.
+    """
+    window = scrub(text[: limit * 8 + 6 * len(secret)], secret)
+    if markup:
+        window = " ".join(re.sub(r"<[^>]*>", " ", window).split())
+    return window if len(window) <= limit else window[: limit - 3] + "..."
+
+
+def max_response_bytes() -> int:
+    """``[datatables] max_response_mib`` in bytes: the largest answer the hook reads."""
+    from airflow_tables.version_compat import conf
+
+    value = conf.get("datatables", "max_response_mib", fallback=str(DEFAULT_MAX_RESPONSE_MIB))
+    try:
+        mib = float(value)
+    except (TypeError, ValueError):
+        mib = 0.0
+    if not mib > 0:
+        raise ValueError(
+            f"[datatables] max_response_mib must be a number of MiB above 0 (default {DEFAULT_MAX_RESPONSE_MIB:g}), "
+            f"not {value!r}: fix it in airflow.cfg or AIRFLOW__DATATABLES__MAX_RESPONSE_MIB."
+        )
+    return int(mib * 2**20)
+
+
+def _project_extra(value: Any, conn_id: str) -> str | None:
+    """The ``project_id`` extra: a string (or a number written without quotes), never a dict or a list."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise ValueError(
+            f"Connection {conn_id!r}: the extra 'project_id' must be a string (a ProjectID from the API access "
+            f"page), not {type(value).__name__} {value!r}."
+        )
+    return str(value)
 
 
 def _api_key(value: str | None, conn_id: str) -> str:
-    """The key as it goes in the header: surrounding whitespace removed, other control characters refused.
+    """The key as it goes in the header: surrounding whitespace removed, anything but printable ASCII refused.
 
     Keys never contain whitespace; a pasted key often brings some (a secret file written
     with ``echo``, a copy from a web page), and HTTP clients refuse such a header with the
-    value in their message. Neither message here shows the key.
+    value in their message. A non-ASCII character (a look-alike letter from a document)
+    made requests and httpx raise a bare ``UnicodeEncodeError`` holding the key, and a
+    Latin-1 one worked in one client and not the other. No message here shows the key.
     """
     key = (value or "").strip()
     if not key:
         raise ValueError(f"Connection {conn_id!r} has no API key: put it in the password field.")
     if key != value:
         log.warning("Connection %r: removed whitespace around the API key (was it pasted?)", conn_id)
-    bad = next((c for c in key if ord(c) < 0x20 or ord(c) == 0x7F or c.isspace()), None)
-    if bad is not None:
+    at = next((i for i, c in enumerate(key) if not 0x21 <= ord(c) <= 0x7E), None)
+    if at is not None:
+        bad = key[at]
+        what = (
+            f"a control character or space (U+{ord(bad):04X})"
+            if ord(bad) < 0x80 or bad.isspace()
+            else "a character that is not ASCII (a look-alike letter?)"
+        )
         raise ValueError(
-            f"Connection {conn_id!r}: the API key contains a control character or space "
-            f"(U+{ord(bad):04X}) inside it, which no key has and no HTTP header may carry; paste the key again."
+            f"Connection {conn_id!r}: the API key contains {what} at position {at + 1} of {len(key)}; "
+            "keys are printable ASCII only, as HTTP headers carry them: paste the key again."
         )
     return key
 
@@ -193,7 +299,9 @@ def segment(value: str, name: str) -> str:
     """Percent-encode an id as one path segment, so ``/``, ``?``, ``#``, ``%2F`` cannot change the URL."""
     if isinstance(value, int) and not isinstance(value, bool):
         value = str(value)
-    if not isinstance(value, str) or not value.strip() or value in (".", ".."):
+    if not isinstance(value, str):
+        raise ValueError(f"{name} must be a string (an id), not {type(value).__name__} {value!r}.")
+    if not value.strip() or value in (".", ".."):
         raise ValueError(f"{name} must be a non-empty id, not {value!r}.")
     return quote(value, safe="")
 
@@ -231,16 +339,18 @@ def interpret(settings: Settings, req: Request, status: int, headers: Mapping[st
     body = _json_object(content)
     if 200 <= status < 300 and body is not None and body.get("Msg") == "OK" and body.get("Success") is not False:
         return {k: v for k, v in body.items() if k not in ENVELOPE}
+    key = settings.api_key
     if 300 <= status < 400:
         msg = (
-            f"unexpected redirect to {headers.get('Location') or '(no Location)'}; "
+            f"unexpected redirect to {excerpt(headers.get('Location') or '(no Location)', key, 300)}; "
             "set the connection's host to the service's final base URL"
         )
     elif body is not None and isinstance(body.get("Msg"), str):
-        msg = body["Msg"]
+        msg = excerpt(body["Msg"], key, 2000, markup=False)
     else:
         kind = "non-JSON" if body is None else "malformed"
-        msg = f"{kind} response ({headers.get('Content-Type') or 'no content type'}): {_excerpt(content)!r}"
+        text = content[: 1600 + 6 * len(key)].decode("utf-8", errors="replace")
+        msg = f"{kind} response ({headers.get('Content-Type') or 'no content type'}): {excerpt(text, key)!r}"
     cls = ERRORS.get(status) or (DataTablesServerError if status >= 500 else DataTablesError)
     error = cls(status, settings.scrub(msg), method=req.method, url=req.url)
     if isinstance(error, (DataTablesRateLimitedError, DataTablesServerError)):
@@ -253,7 +363,7 @@ def connection_error(settings: Settings, req: Request, exc: BaseException, *, se
     what = "could not connect" if not sent else "no answer (the request may have reached the service)"
     error = DataTablesConnectionError(
         None,
-        settings.scrub(f"{what}: {type(exc).__name__}: {_excerpt(str(exc).encode(), 300)}"),
+        f"{what}: {type(exc).__name__}: {excerpt(str(exc), settings.api_key, 300)}",
         method=req.method,
         url=req.url,
     )
@@ -261,13 +371,13 @@ def connection_error(settings: Settings, req: Request, exc: BaseException, *, se
     return error
 
 
-def tls_error(req: Request, exc: BaseException) -> DataTablesConnectionError:
+def tls_error(settings: Settings, req: Request, exc: BaseException) -> DataTablesConnectionError:
     """The TLS handshake failed: nothing was sent, and trying again will not help.
 
     ``WRONG_VERSION_NUMBER`` is what a client reads when the port answers plain HTTP, the
     usual cause being a host written without its scheme (which means https).
     """
-    reason = getattr(exc, "reason", None) or type(exc).__name__
+    reason = excerpt(str(getattr(exc, "reason", None) or type(exc).__name__), settings.api_key, 300)
     hint = ""
     if "WRONG_VERSION_NUMBER" in str(exc) or "wrong version number" in str(exc).lower():
         plain = urlunsplit(("http", *urlsplit(req.url)[1:3], "", "")).removesuffix(f"/{API_VERSION}")
@@ -300,18 +410,106 @@ def local_error(req: Request, exc: BaseException) -> DataTablesError:
     return error
 
 
+def ssl_context(settings: Settings) -> Any:
+    """``verify`` as an ``ssl.SSLContext`` for a CA bundle's path (as httpx wants it), else the flag.
+
+    A bundle that is missing, unreadable or holds no certificate raises
+    :func:`ca_bundle_error` (the sync client asks this after its TLS set-up failed).
+    """
+    if not isinstance(settings.verify, str):
+        return settings.verify
+    import ssl
+
+    try:
+        return ssl.create_default_context(cafile=settings.verify)
+    except OSError as exc:  # ssl.SSLError is one: a file that holds no certificate
+        raise ca_bundle_error(settings, exc) from None
+
+
+def ca_bundle_error(settings: Settings, exc: OSError) -> DataTablesConnectionError:
+    """The CA bundle the ``verify`` extra names cannot be used: nothing was sent, and a retry cannot help."""
+    reason = exc.strerror or getattr(exc, "reason", None) or type(exc).__name__
+    error = DataTablesConnectionError(
+        None,
+        f"connection {settings.conn_id!r}: the CA bundle {settings.verify} named by its 'verify' extra cannot "
+        f"be used ({reason}), so nothing was sent; make the file readable (on the workers and the triggerer), "
+        "or set verify to true to use the system's certificate authorities",
+    )
+    error.request_sent = False
+    error.retryable = False
+    return error
+
+
+def deadline_error(settings: Settings, req: Request) -> DataTablesConnectionError:
+    """The whole answer did not come within the connection's ``timeout``: the request may have been served."""
+    return connection_error(
+        settings,
+        req,
+        TimeoutError(
+            f"no complete answer within {settings.timeout:g} s (the connection's timeout covers the whole answer, "
+            "not each read); the service or a proxy in front of it is answering too slowly"
+        ),
+        sent=True,
+    )
+
+
+class Body:
+    """An answer's body, collected up to ``[datatables] max_response_mib``; past it, a clear error.
+
+    A declared ``Content-Length`` over the cap fails before anything is read; otherwise
+    the clients add what they read chunk by chunk, so at most one chunk past the cap is
+    ever held, whatever the service sends.
+    """
+
+    def __init__(self, settings: Settings, req: Request, status: int, headers: Mapping[str, str]) -> None:
+        self.settings, self.req, self.status, self.headers = settings, req, status, headers
+        self.size = 0
+        self._chunks: list[bytes] = []
+        declared = str(headers.get("Content-Length") or "").strip()
+        if declared.isdigit() and int(declared) > settings.max_response_bytes:
+            raise self._too_large(f"it declares {int(declared) / 2**20:,.1f} MiB")
+
+    def add(self, chunk: bytes) -> None:
+        self.size += len(chunk)
+        if self.size > self.settings.max_response_bytes:
+            self._chunks.clear()
+            raise self._too_large("reading stopped there")
+        self._chunks.append(chunk)
+
+    @property
+    def content(self) -> bytes:
+        return b"".join(self._chunks)
+
+    def undecodable(self, exc: BaseException) -> DataTablesError:
+        """The body does not match its ``Content-Encoding`` (bytes that are not gzip, say)."""
+        encoding = self.headers.get("Content-Encoding") or "none"
+        return DataTablesError(
+            self.status,
+            f"the answer could not be decoded (Content-Encoding: {excerpt(encoding, self.settings.api_key, 40)}: "
+            f"{excerpt(str(exc), self.settings.api_key, 200)}); the service or a proxy sent a body that does not "
+            "match its encoding",
+            method=self.req.method,
+            url=self.req.url,
+        )
+
+    def _too_large(self, how: str) -> DataTablesError:
+        cap = self.settings.max_response_bytes / 2**20
+        return DataTablesError(
+            self.status,
+            f"the answer is larger than {cap:g} MiB, the most the hook reads ({how}); nothing of it was kept. "
+            "If the service really answers this much, raise [datatables] max_response_mib "
+            "(AIRFLOW__DATATABLES__MAX_RESPONSE_MIB) on the workers and the triggerer",
+            method=self.req.method,
+            url=self.req.url,
+        )
+
+
 def _json_object(content: bytes) -> dict | None:
     try:
         body = json.loads(content)
     except (ValueError, RecursionError):  # RecursionError: JSON nested deeper than the interpreter's stack
         return None
     return body if isinstance(body, dict) else None
-
-
-def _excerpt(content: bytes, limit: int = 200) -> str:
-    text = re.sub(r"<[^>]*>", " ", content[: limit * 8].decode("utf-8", errors="replace"))
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def parse_retry_after(value: str | None) -> float | None:

@@ -1,21 +1,27 @@
 """The Data Tables Service client: auth, retries and every endpoint, sync (requests) and async (httpx).
 
-Request building, response interpretation and the retry policy live in
-:mod:`airflow_tables.hooks._http`, shared by both clients; this module only moves
-bytes and knows the endpoints.
+Request building, response interpretation, the response cap and the retry policy live
+in :mod:`airflow_tables.hooks._http`, shared by both clients; this module only moves
+bytes (within the connection's ``timeout`` for the whole answer) and knows the endpoints.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import itertools
 import os
+import socket
+import threading
 import time
 from collections.abc import AsyncIterator, Callable, Collection, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import requests
 from airflow.sdk import BaseHook
+from requests.adapters import HTTPAdapter
+from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 from airflow_tables import metrics
 from airflow_tables.exceptions import (
@@ -34,14 +40,18 @@ from airflow_tables.exceptions import (
 )
 from airflow_tables.hooks._http import (
     CARD_ID,
+    CHUNK_SIZE,
+    Body,
     Request,
     RetryPolicy,
     Settings,
     card_segment,
     connection_error,
+    deadline_error,
     interpret,
     local_error,
     segment,
+    ssl_context,
     tls_error,
 )
 from airflow_tables.hooks._multipart import MultipartFile
@@ -69,9 +79,37 @@ def _no_answer(settings: Settings, req: Request, exc: requests.RequestException)
     reason = getattr(exc.args[0], "reason", None) if exc.args else None
     cause = reason.args[0] if reason is not None and reason.args else None
     if isinstance(exc, requests.exceptions.SSLError) or isinstance(cause, ssl.SSLError):
-        return tls_error(req, cause if isinstance(cause, ssl.SSLError) else exc)  # before any byte of HTTP
+        ssl_context(settings)  # a CA bundle that cannot be read says so, rather than "the handshake failed"
+        return tls_error(settings, req, cause if isinstance(cause, ssl.SSLError) else exc)  # before any HTTP
     never_sent = isinstance(exc, requests.ConnectTimeout) or isinstance(reason, urllib3.exceptions.NewConnectionError)
     return connection_error(settings, req, reason or exc, sent=not never_sent)
+
+
+async def _aexchange(settings: Settings, client: Any, req: Request) -> dict:
+    """:func:`_exchange` for httpx: one request, its answer read in chunks up to the response cap."""
+    import ssl
+
+    import httpx
+
+    try:
+        async with client.stream(req.method, req.url, headers=req.headers) as resp:
+            body = Body(settings, req, resp.status_code, resp.headers)
+            async for chunk in resp.aiter_bytes(CHUNK_SIZE):
+                body.add(chunk)
+    except (httpx.LocalProtocolError, httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:
+        raise local_error(req, exc) from None
+    except httpx.DecodingError as exc:
+        raise body.undecodable(exc) from None
+    except httpx.ConnectError as exc:
+        cause: BaseException | None = exc
+        while cause is not None and not isinstance(cause, ssl.SSLError):  # httpx wraps httpcore's wrapper of it
+            cause = cause.__cause__ or cause.__context__
+        if cause is not None:
+            raise tls_error(settings, req, cause) from None
+        raise connection_error(settings, req, exc, sent=False) from exc
+    except httpx.TransportError as exc:
+        raise connection_error(settings, req, exc, sent=not isinstance(exc, httpx.ConnectTimeout)) from exc
+    return interpret(settings, req, resp.status_code, resp.headers, body.content)
 
 
 def named_after(card: dict, file_name: str) -> bool:
@@ -82,16 +120,156 @@ def named_after(card: dict, file_name: str) -> bool:
 
 def _options(settings: Settings, req: Request) -> dict[str, Any]:
     # verify goes with each request: requests lets REQUESTS_CA_BUNDLE override a Session's verify.
-    return {"headers": req.headers, "timeout": settings.timeout, "verify": settings.verify, "allow_redirects": False}
+    # stream: the body is read chunk by chunk, so the response cap and the deadline hold while it comes.
+    return {
+        "headers": req.headers,
+        "timeout": settings.timeout,
+        "verify": settings.verify,
+        "allow_redirects": False,
+        "stream": True,
+    }
 
 
-def _httpx_verify(verify: bool | str):
-    """httpx wants an SSLContext for a CA bundle path."""
-    if isinstance(verify, str):
-        import ssl
+# -- a deadline for the whole answer (requests' timeout is per socket read) ------------------------
 
-        return ssl.create_default_context(cafile=verify)
-    return verify
+
+class _Deadline:
+    """The whole answer's deadline for one sync request: at expiry, shut the socket it is read from.
+
+    requests' ``timeout`` bounds each socket read, so a server dripping a byte a second
+    never trips it. The watch starts when urllib3 starts waiting for the answer (for an
+    upload, once its body is sent, which may rightly take longer than the timeout); a read
+    request counts from the start. Shutting the socket ends a blocked read at once, in
+    whichever thread it is, and the reader then reports the deadline, not a broken connection.
+    """
+
+    def __init__(self, seconds: float, *, started: float | None) -> None:
+        self.seconds = seconds
+        self.started = started
+        self.expired = False
+        self._done = False
+        self._timer: threading.Timer | None = None
+        self._lock = threading.Lock()
+
+    def watch(self, sock: socket.socket) -> None:
+        with self._lock:
+            if self._timer is not None:
+                self._timer.cancel()
+            start = time.monotonic() if self.started is None else self.started
+            self._timer = threading.Timer(max(0.0, start + self.seconds - time.monotonic()), self._expire, (sock,))
+            self._timer.daemon = True
+            self._timer.start()
+
+    def _expire(self, sock: socket.socket) -> None:
+        with self._lock:
+            if self._done:
+                return
+            self.expired = True
+        with contextlib.suppress(OSError):
+            # The plain socket's shutdown, under TLS too: SSLSocket.shutdown would unwrap it under a reader.
+            socket.socket.shutdown(sock, socket.SHUT_RDWR)
+
+    def close(self) -> None:
+        with self._lock:
+            self._done = True
+            if self._timer is not None:
+                self._timer.cancel()
+
+
+_DEADLINE: contextvars.ContextVar[_Deadline | None] = contextvars.ContextVar("datatables_deadline", default=None)
+
+
+class _Watched:
+    """A urllib3 connection that hands its socket to the request's :class:`_Deadline` as the wait begins."""
+
+    sock: socket.socket | None
+
+    def getresponse(self, *args: Any, **kwargs: Any) -> Any:
+        deadline = _DEADLINE.get()
+        if deadline is not None and self.sock is not None:
+            deadline.watch(self.sock)
+        return super().getresponse(*args, **kwargs)  # type: ignore[misc]
+
+
+class _WatchedHTTPConnection(_Watched, HTTPConnection):
+    """urllib3's plain connection, watched."""
+
+
+class _WatchedHTTPSConnection(_Watched, HTTPSConnection):
+    """urllib3's TLS connection, watched."""
+
+
+class _WatchedPool(HTTPConnectionPool):
+    ConnectionCls = _WatchedHTTPConnection
+
+
+class _WatchedHTTPSPool(HTTPSConnectionPool):
+    ConnectionCls = _WatchedHTTPSConnection
+
+
+_WATCHED_POOLS = {"http": _WatchedPool, "https": _WatchedHTTPSPool}
+
+
+class _WatchedAdapter(HTTPAdapter):
+    """requests' adapter, with connections that start the request's :class:`_Deadline` when the answer is awaited."""
+
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        super().init_poolmanager(*args, **kwargs)
+        self.poolmanager.pool_classes_by_scheme = _WATCHED_POOLS
+
+    def proxy_manager_for(self, proxy: str, **kwargs: Any) -> Any:
+        manager = super().proxy_manager_for(proxy, **kwargs)
+        manager.pool_classes_by_scheme = _WATCHED_POOLS
+        return manager
+
+
+def _session() -> requests.Session:
+    session = requests.Session()
+    adapter = _WatchedAdapter()
+    session.mount("http://", adapter)
+    session.mount("https://", adapter)
+    return session
+
+
+def _exchange(
+    settings: Settings, session: requests.Session, req: Request, *, upload: Any = None, headers: Any = None
+) -> dict:
+    """Send one request and read its whole answer within ``settings.timeout`` and the response cap.
+
+    ``upload``: a body to send first; the deadline then starts once it has gone out.
+    """
+    deadline = _Deadline(settings.timeout, started=None if upload is not None else time.monotonic())
+    token = _DEADLINE.set(deadline)
+    resp: requests.Response | None = None
+    try:
+        try:
+            options = {**_options(settings, req), **({"headers": headers} if headers else {})}
+            resp = session.request(req.method, req.url, data=upload, **options)
+            body = Body(settings, req, resp.status_code, resp.headers)
+            for chunk in resp.iter_content(CHUNK_SIZE):
+                body.add(chunk)
+        except _LOCAL as exc:
+            raise local_error(req, exc) from None
+        except requests.exceptions.ContentDecodingError as exc:
+            raise body.undecodable(exc) from None
+        except OSError as exc:  # requests' errors are OSErrors, and so is its "CA bundle not found"
+            if deadline.expired:
+                raise deadline_error(settings, req) from None
+            if isinstance(exc, _NO_ANSWER):
+                raise _no_answer(settings, req, exc) from exc
+            if resp is not None:  # the answer broke off while it was being read
+                raise connection_error(settings, req, exc, sent=True) from exc
+            if not isinstance(exc, requests.RequestException):
+                ssl_context(settings)  # requests checks the CA bundle's path before it connects
+            raise
+        if deadline.expired:  # an answer delimited by the connection's end looks complete when cut off
+            raise deadline_error(settings, req)
+        return interpret(settings, req, resp.status_code, resp.headers, body.content)
+    finally:
+        deadline.close()
+        _DEADLINE.reset(token)
+        if resp is not None:
+            resp.close()  # after a partial read this closes the connection instead of draining it
 
 
 class DataTablesHook(BaseHook):
@@ -153,7 +331,7 @@ class DataTablesHook(BaseHook):
     def get_conn(self) -> requests.Session:
         """The requests Session for reads and deletes (key and TLS options go with each request)."""
         if self._session is None:
-            self._session = requests.Session()
+            self._session = _session()
         return self._session
 
     def _policy(self, settings: Settings, retries: int | None = None) -> RetryPolicy:
@@ -196,15 +374,10 @@ class DataTablesHook(BaseHook):
         def send() -> dict:
             nonlocal may_have_landed
             try:
-                resp = session.request(req.method, req.url, **_options(settings, req))
-            except _LOCAL as exc:
-                raise local_error(req, exc) from None
-            except _NO_ANSWER as exc:
-                error = _no_answer(settings, req, exc)
+                return _exchange(settings, session, req)
+            except DataTablesConnectionError as error:
                 may_have_landed |= error.request_sent
-                raise error from exc
-            try:
-                return interpret(settings, req, resp.status_code, resp.headers, resp.content)
+                raise
             except DataTablesServerError:
                 may_have_landed = True
                 raise
@@ -228,7 +401,7 @@ class DataTablesHook(BaseHook):
 
         settings = await self.asettings()
         async with httpx.AsyncClient(
-            verify=_httpx_verify(settings.verify), timeout=settings.timeout, follow_redirects=False
+            verify=ssl_context(settings), timeout=settings.timeout, follow_redirects=False
         ) as client:
             self._aclient = client
             try:
@@ -240,7 +413,7 @@ class DataTablesHook(BaseHook):
         if self._aclient is None:
             async with self.async_client():
                 return await self._acall(method, project_id, card_id)
-        import httpx
+        import asyncio
 
         settings = await self.asettings()
         req = self._cards_request(settings, method, project_id, card_id)
@@ -248,20 +421,10 @@ class DataTablesHook(BaseHook):
 
         async def send() -> dict:
             try:
-                resp = await client.request(req.method, req.url, headers=req.headers)
-            except (httpx.LocalProtocolError, httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:
-                raise local_error(req, exc) from None
-            except httpx.ConnectError as exc:
-                import ssl
-
-                cause = exc.__context__
-                if cause is not None and (isinstance(cause, ssl.SSLError) or "SSL" in type(cause).__name__):
-                    raise tls_error(req, cause) from None
-                raise connection_error(settings, req, exc, sent=False) from exc
-            except httpx.TransportError as exc:
-                sent = not isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout))
-                raise connection_error(settings, req, exc, sent=sent) from exc
-            return interpret(settings, req, resp.status_code, resp.headers, resp.content)
+                # httpx's timeout too is per read: the whole exchange gets the connection's timeout.
+                return await asyncio.wait_for(_aexchange(settings, client, req), settings.timeout)
+            except asyncio.TimeoutError:
+                raise deadline_error(settings, req) from None
 
         return await self._policy(settings).arun(send, idempotent=True)
 
@@ -374,16 +537,9 @@ class DataTablesHook(BaseHook):
 
         def send() -> dict:
             # A fresh connection: a stale pooled one could fail after sending and look ambiguous.
-            with requests.Session() as session:
-                try:
-                    # requests streams any iterable of bytes-likes; its stubs only name bytes and str.
-                    data = cast(Iterable[bytes], body)
-                    resp = session.post(req.url, data=data, **{**_options(settings, req), "headers": headers})
-                except _LOCAL as exc:
-                    raise local_error(req, exc) from None
-                except _NO_ANSWER as exc:
-                    raise _no_answer(settings, req, exc) from exc
-                return interpret(settings, req, resp.status_code, resp.headers, resp.content)
+            with _session() as session:
+                # requests streams any iterable of bytes-likes; its stubs only name bytes and str.
+                return _exchange(settings, session, req, upload=cast(Iterable[bytes], body), headers=headers)
 
         started = time.monotonic()
         try:
