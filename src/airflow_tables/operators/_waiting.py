@@ -9,8 +9,10 @@ fails closed: anything but a well-formed event about the table we asked for fail
 
 from __future__ import annotations
 
+import math
 import time
-from typing import TYPE_CHECKING, Any
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from airflow_tables.hooks.status import TableStatus
 from airflow_tables.triggers.tables import ERROR, TIMEOUT, DataTablesProcessedTrigger
@@ -29,23 +31,67 @@ def finished(look: Look, department: str) -> dict[str, Any]:
     raise AirflowFailException(look.status.describe(look.watch.card_id, department))
 
 
-def trigger(
+class _Deferrable(Protocol):
+    """What :func:`defer` needs of a task: its execution timeout, its log, and ``defer`` (which raises)."""
+
+    execution_timeout: timedelta | None
+
+    @property
+    def log(self) -> Any: ...
+
+    def defer(self, *, trigger: Any, method_name: str, timeout: timedelta | None = None) -> NoReturn: ...
+
+
+def defer(
+    task: _Deferrable,
     *,
     conn_id: str,
     project_id: str,
     watch: TableWatch,
     poll_interval: float,
-    timeout: float | None,
-) -> DataTablesProcessedTrigger:
-    """The trigger for a deferred wait, with a wall-clock deadline ``timeout`` seconds from now."""
-    return DataTablesProcessedTrigger(
-        project_id=project_id,
-        card_id=watch.card_id,
-        datatables_conn_id=conn_id,
-        poll_interval=poll_interval,
-        deadline=None if timeout is None else time.time() + timeout,
-        replaced_after=watch.replaced_after,
+    timeout: float | timedelta | None,
+) -> NoReturn:
+    """Defer ``task``'s wait for the table to the trigger, bounded even when no triggerer runs.
+
+    The wait ends at the first of the wait's ``timeout`` and the task's ``execution_timeout``
+    (which Airflow does not apply to a deferred task by itself). Both the trigger's deadline
+    (a clean ``timeout`` event, also under ``dag.test()``) and ``defer(timeout=)`` (enforced
+    by the scheduler, when no triggerer picks the trigger up) are set to it.
+    """
+    limit, why = _wait_limit(timeout, task.execution_timeout)
+    if limit is None:
+        task.log.info("Waiting for table %s in the triggerer with no deadline (%s)", watch.card_id, why)
+    else:
+        task.log.info("Waiting for table %s in the triggerer for at most %g s: %s", watch.card_id, limit, why)
+    task.defer(
+        trigger=DataTablesProcessedTrigger(
+            project_id=project_id,
+            card_id=watch.card_id,
+            datatables_conn_id=conn_id,
+            poll_interval=poll_interval,
+            deadline=None if limit is None else time.time() + limit,
+            replaced_after=watch.replaced_after,
+        ),
+        method_name="execute_complete",
+        timeout=None if limit is None else timedelta(seconds=limit),
     )
+
+
+def _wait_limit(timeout: float | timedelta | None, execution_timeout: timedelta | None) -> tuple[float | None, str]:
+    """Seconds the deferred wait may last, and which setting ends it (for the log)."""
+    wait = _seconds(timeout)
+    task = _seconds(execution_timeout)
+    if task is not None and (wait is None or task < wait):
+        shown = "none" if wait is None else f"{wait:g} s"
+        return task, f"the task's execution_timeout ({task:g} s) ends it, before the wait's timeout ({shown})"
+    if wait is not None:
+        return wait, f"the wait's timeout ({wait:g} s) ends it"
+    return None, "timeout=None and no execution_timeout"
+
+
+def _seconds(value: float | timedelta | None) -> float | None:
+    seconds = value.total_seconds() if isinstance(value, timedelta) else value
+    return None if seconds is None or not math.isfinite(seconds) else float(seconds)
 
 
 def resolve_event(event: Any, card_id: str | None = None) -> dict[str, Any]:

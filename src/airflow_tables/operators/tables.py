@@ -251,15 +251,13 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
         look = self.hook.look(project, _watch(job))  # a finished table never defers
         if not look.status.is_terminal and self.deferrable:
             self.log.info("Table %s is being read; deferring the wait to the triggerer", card_id)
-            self.defer(
-                trigger=_waiting.trigger(
-                    conn_id=self.datatables_conn_id,
-                    project_id=project,
-                    watch=look.watch,
-                    poll_interval=self.poll_interval,
-                    timeout=self.timeout,
-                ),
-                method_name="execute_complete",
+            _waiting.defer(
+                self,
+                conn_id=self.datatables_conn_id,
+                project_id=project,
+                watch=look.watch,
+                poll_interval=self.poll_interval,
+                timeout=self.timeout,
             )
         if not look.status.is_terminal:
             look = self.hook.wait_for_table(project, look.watch, poll_interval=self.poll_interval, timeout=self.timeout)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -11,7 +12,7 @@ from airflow.sdk import BaseSensorOperator, PokeReturnValue
 from airflow_tables.hooks.status import TableStatus, TableWatch, check_wait
 from airflow_tables.operators import _waiting
 from airflow_tables.operators._common import DataTablesTaskMixin
-from airflow_tables.version_compat import AirflowFailException, conf
+from airflow_tables.version_compat import AirflowFailException, AirflowSkipException, conf
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -60,7 +61,8 @@ class DataTablesProcessedSensor(DataTablesTaskMixin, BaseSensorOperator):
         if look.status is TableStatus.BEING_READ:
             self.log.info("Table %s is being read", self.card_id)
             return PokeReturnValue(is_done=False)
-        return PokeReturnValue(is_done=True, xcom_value=_waiting.finished(look, department))
+        with self._skipped_when_soft():
+            return PokeReturnValue(is_done=True, xcom_value=_waiting.finished(look, department))
 
     def execute(self, context: Context) -> Any:
         if not self.deferrable:
@@ -68,20 +70,33 @@ class DataTablesProcessedSensor(DataTablesTaskMixin, BaseSensorOperator):
         result = self.poke(context)  # a table already read never defers
         if result.is_done:
             return result.xcom_value
-        timeout = self.timeout.total_seconds() if isinstance(self.timeout, timedelta) else self.timeout
-        self.defer(
-            trigger=_waiting.trigger(
-                conn_id=self.datatables_conn_id,
-                project_id=self.department,
-                watch=TableWatch(self.card_id),
-                poll_interval=float(self.poke_interval),
-                timeout=timeout,
-            ),
-            method_name="execute_complete",
+        _waiting.defer(
+            self,
+            conn_id=self.datatables_conn_id,
+            project_id=self.department,
+            watch=TableWatch(self.card_id),
+            poll_interval=float(self.poke_interval),
+            timeout=self.timeout,
         )
+
+    @contextmanager
+    def _skipped_when_soft(self) -> Iterator[None]:
+        """Skip, naming the table, where it is gone or was read badly and ``soft_fail``/``never_fail`` is set.
+
+        The same in every mode: the deferrable path's first look and the trigger's answer do
+        not pass through the poke loop that applies these flags, and its skip would not say why.
+        """
+        try:
+            yield
+        except AirflowFailException as err:
+            flag = "soft_fail" if self.soft_fail else "never_fail" if getattr(self, "never_fail", False) else None
+            if flag is None:
+                raise
+            raise AirflowSkipException(f"{self.task_id}: {err}; skipped ({flag} is set)") from err
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> dict:
         """Resume after the trigger: the summary, or fail closed."""
-        summary = _waiting.resolve_event(event, card_id=self.card_id)
+        with self._skipped_when_soft():
+            summary = _waiting.resolve_event(event, card_id=self.card_id)
         self.log.info("Table %s is ready: %s rows", self.card_id, summary.get("Rows"))
         return summary
