@@ -91,3 +91,23 @@ def test_a_suite_naming_a_missing_column_fails_clearly(gx_dags, datatables_conn,
     out = capfd.readouterr().out
     assert "reads column 'amount_usd' (expect_column_values_to_not_be_null) that orders.csv does not have" in out
     assert "its columns, as the service names them: order_id, region, amount, note" in out
+
+
+def test_an_expectation_that_raises_is_reported_as_gx_does(gx_dags, datatables_conn, stats, tmp_path, capfd):
+    """Issue 24 point 15: an expectation GX cannot evaluate is a failed result naming the exception, not a crash."""
+    dag_run = run(gx_dags, "dt_gx_raises", file_path=str(orders_csv(tmp_path)))
+
+    ti = dag_run.get_task_instance("import")
+    assert str(ti.state) == "failed" and ti.try_number == 1  # no retry: the suite will not change
+    assert nothing_sent(datatables_conn, stats)
+    result = xcom(dag_run, "import", key="gx_result")
+    assert result["success"] is False and result["statistics"]["unsuccessful_expectations"] == 1
+    regex, between = result["expectations"]
+    assert regex["expectation_type"] == "expect_column_values_to_match_regex" and regex["success"] is False
+    assert regex["exception_info"]["raised_exception"] is True
+    assert "Invalid regular expression" in regex["exception_info"]["exception_message"]
+    assert between["success"] is True and between["result"]["element_count"] == 20
+    out = capfd.readouterr().out
+    assert "expect_column_values_to_match_regex(column='region', regex='([')" in out
+    assert "could not be evaluated: Invalid regular expression" in out
+    assert "KeyError" not in out

@@ -56,12 +56,21 @@ def missing_column(context):
     return [gx.expectations.ExpectColumnValuesToNotBeNull(column="amount_usd")]
 
 
+def raises(context):
+    """A suite GX cannot evaluate: the regex does not compile, so the expectation raises (it does not fail)."""
+    return [
+        gx.expectations.ExpectColumnValuesToMatchRegex(column="region", regex="(["),
+        gx.expectations.ExpectColumnValuesToBeBetween(column="amount", min_value=0),
+    ]
+
+
 FORMS = {
     "callable": configure_expectations,
     "dict": ORDERS,
     "json": JSON_SUITE,
     "suite": SUITE,
     "missing_column": missing_column,
+    "raises": raises,
 }
 DAGS: dict[str, DAG] = {}
 

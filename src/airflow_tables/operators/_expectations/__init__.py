@@ -31,7 +31,7 @@ from airflow_tables.operators._expectations._gx import (
     import_gx,
 )
 from airflow_tables.operators._expectations.frames import ColumnReader, system_allocator
-from airflow_tables.operators._expectations.merge import merge, suite_result
+from airflow_tables.operators._expectations.merge import flat_exception, merge, suite_result
 from airflow_tables.operators._expectations.suite import Plan, load_suite, plan
 
 if TYPE_CHECKING:
@@ -170,7 +170,7 @@ class _Part:
         result = batches.get_batch(batch_parameters={"dataframe": frame}).validate(self.suite, result_format="SUMMARY")
         if len(result.results) != len(self.expectations):
             raise AssertionError(f"GX returned {len(result.results)} results for {len(self.expectations)} expectations")
-        return {id(e): r for e, r in zip(self.expectations, result.results, strict=True)}
+        return {id(e): flat_exception(r) for e, r in zip(self.expectations, result.results, strict=True)}
 
 
 def describe(result: ExpectationValidationResult) -> str:

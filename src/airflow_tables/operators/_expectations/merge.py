@@ -21,11 +21,35 @@ if TYPE_CHECKING:
 PARTIAL = 20
 
 
+def flat_exception(result: ExpectationValidationResult) -> ExpectationValidationResult:
+    """``result``, with the error in GX's documented form when the expectation raised instead of failing.
+
+    GX 1.x reports an expectation whose metric raised (a regex that does not compile, an argument
+    the backend refuses) with an empty ``result`` and ``exception_info`` keyed by the metric's id
+    (``{"MetricConfigurationID(...)": {"raised_exception": True, ...}}``); its own ``describe_dict``
+    then leaves the error out, and merging chunks found no counts to add. The flat form
+    (``raised_exception``, ``exception_message``, ``exception_traceback``) is the one GX describes
+    and documents; the first metric that raised is the one reported, and the result is a failure.
+    """
+    info = result.exception_info or {}
+    if "raised_exception" in info:  # already flat
+        return result
+    raised = next((v for v in info.values() if isinstance(v, dict) and v.get("raised_exception")), None)
+    if raised is not None:
+        result.exception_info = {
+            "raised_exception": True,
+            "exception_message": raised.get("exception_message"),
+            "exception_traceback": raised.get("exception_traceback"),
+        }
+        result.success = False
+    return result
+
+
 def merge(chunks: list[ExpectationValidationResult]) -> ExpectationValidationResult:
     """The result over the whole file of one expectation validated chunk by chunk, in file order."""
     from great_expectations.core import ExpectationValidationResult
 
-    failed = next((r for r in chunks if r.exception_info.get("raised_exception")), None)
+    failed = next((r for r in map(flat_exception, chunks) if r.exception_info.get("raised_exception")), None)
     if failed is not None:  # the expectation could not run on these values: say why, as GX would
         return failed
     first = chunks[0]
