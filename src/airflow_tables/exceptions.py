@@ -3,7 +3,8 @@
 Standard library only, so that importing the validator stays cheap. Every
 :class:`DataTablesError` carries the HTTP ``status_code`` (``None`` when no
 response arrived) and the service's own ``Msg``; none of them ever holds the
-API key (the hook scrubs it from anything the service or a proxy sends back).
+API key (the hook scrubs it, in every form a page may echo it, from anything the
+service, a proxy or an HTTP library says, before any excerpt is cut).
 """
 
 from __future__ import annotations
@@ -91,11 +92,12 @@ class DataTablesServerError(DataTablesError):
 
 
 class DataTablesConnectionError(DataTablesError):
-    """No answer: the connection failed, was dropped, or timed out.
+    """No answer: the connection failed, was dropped, or the whole answer missed the connection's timeout.
 
     ``request_sent`` is false only when the connection was never made, so the
     service certainly did not receive the request. ``retryable`` is false when trying
-    again cannot help (a failed TLS handshake, a request the HTTP client refused to send).
+    again cannot help (a failed TLS handshake, a CA bundle that cannot be read, a request
+    the HTTP client refused to send).
     """
 
     request_sent: bool = True

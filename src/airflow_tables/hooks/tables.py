@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Callable, Collection, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import requests
+import urllib3.poolmanager
 from airflow.sdk import BaseHook
 from requests.adapters import HTTPAdapter
 from urllib3.connection import HTTPConnection, HTTPSConnection
@@ -155,10 +156,18 @@ class _Deadline:
         with self._lock:
             if self._timer is not None:
                 self._timer.cancel()
-            start = time.monotonic() if self.started is None else self.started
-            self._timer = threading.Timer(max(0.0, start + self.seconds - time.monotonic()), self._expire, (sock,))
+            if self.started is None:
+                self.started = time.monotonic()
+            wait = max(0.0, self.started + self.seconds - time.monotonic())
+            self._timer = threading.Timer(wait, self._expire, (sock,))
             self._timer.daemon = True
             self._timer.start()
+
+    def passed(self) -> bool:
+        """Whether the deadline has passed, for a connection that was not watched (through a SOCKS proxy)."""
+        if self.started is not None and time.monotonic() > self.started + self.seconds:
+            self.expired = True
+        return self.expired
 
     def _expire(self, sock: socket.socket) -> None:
         with self._lock:
@@ -219,7 +228,8 @@ class _WatchedAdapter(HTTPAdapter):
 
     def proxy_manager_for(self, proxy: str, **kwargs: Any) -> Any:
         manager = super().proxy_manager_for(proxy, **kwargs)
-        manager.pool_classes_by_scheme = _WATCHED_POOLS
+        if manager.pool_classes_by_scheme is urllib3.poolmanager.pool_classes_by_scheme:  # not SOCKS's own pools
+            manager.pool_classes_by_scheme = _WATCHED_POOLS
         return manager
 
 
@@ -248,6 +258,8 @@ def _exchange(
             body = Body(settings, req, resp.status_code, resp.headers)
             for chunk in resp.iter_content(CHUNK_SIZE):
                 body.add(chunk)
+                if deadline.passed():
+                    break
         except _LOCAL as exc:
             raise local_error(req, exc) from None
         except requests.exceptions.ContentDecodingError as exc:
