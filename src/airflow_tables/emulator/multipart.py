@@ -27,8 +27,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-from python_multipart.multipart import parse_options_header
-
 #: The headers of one part, with any transport padding after its boundary.
 MAX_HEADER_BYTES = 16 * 1024
 #: One text field (ProjectID and CardID are a few dozen bytes).
@@ -55,8 +53,8 @@ def _text(raw: bytes) -> str:
         return raw.decode("latin-1")
 
 
-def disposition_params(value: bytes) -> dict[str, str]:
-    """The parameters of a ``Content-Disposition`` header, names lower-cased, as sent (UTF-8 kept).
+def header_params(value: bytes) -> dict[str, str]:
+    """The parameters of a ``Content-Disposition`` or ``Content-Type`` header, names lower-cased, UTF-8 kept.
 
     Why not python-multipart's ``parse_options_header``: it reads the header as Latin-1, so
     ``売上.csv`` cannot be encoded back (a 500) and ``données.csv`` became ``donn\ufffdes.csv``;
@@ -119,10 +117,11 @@ def boundary_of(content_type: str | None) -> bytes | None:
     """The boundary of a ``multipart/form-data`` Content-Type, or None if it is not one."""
     if not content_type:
         return None
-    kind, params = parse_options_header(content_type)
-    if kind != b"multipart/form-data" or not params.get(b"boundary"):
+    value = content_type.encode("latin-1", "replace")
+    boundary = header_params(value).get("boundary")
+    if value.split(b";")[0].strip().lower() != b"multipart/form-data" or not boundary:
         return None
-    return params[b"boundary"]
+    return boundary.encode("utf-8")
 
 
 class FormParser:
@@ -227,7 +226,7 @@ class FormParser:
         return True
 
     def _open_part(self, headers: dict[str, bytes]) -> None:
-        params = disposition_params(headers.get("content-disposition", b""))
+        params = header_params(headers.get("content-disposition", b""))
         name = params.get("name", "")
         self._part_name = name
         if name == self._file_field:
