@@ -6,6 +6,11 @@ import to cost nothing and leave no file behind.
 
 from __future__ import annotations
 
+import contextlib
+import json
+import socket
+import time
+
 import pytest
 
 from airflow_tables.emulator.testing import make_test_config
@@ -267,3 +272,98 @@ def test_a_path_in_the_file_name_is_not_echoed_in_a_refusal(client):
 def test_a_file_name_with_nothing_before_csv_is_400(client, sent):
     with client.costs_nothing():
         client.assert_error(client.upload(name=sent), 400)
+
+
+# -- hostile bodies on a network (issue 24): every refusal names its limit, in the envelope ----------
+
+_BOUNDARY = "b0undary"
+
+
+def _raw_import(emu, body_headers: str, *, timeout: float = 10) -> socket.socket:
+    """Open a connection and send an import's request line and headers; the caller sends the body."""
+    sock = socket.create_connection(("127.0.0.1", emu.port), timeout=timeout)
+    sock.sendall(
+        (
+            "POST /v1.0/data/import HTTP/1.1\r\nHost: emulator\r\n"
+            f"X-API-Key: {emu.api_key}\r\nContent-Type: multipart/form-data; boundary={_BOUNDARY}\r\n"
+            f"{body_headers}\r\n"
+        ).encode()
+    )
+    return sock
+
+
+def _answer(sock: socket.socket) -> tuple[int, dict, bytes]:
+    """Read one response to its end (the server closes after it); return status, JSON body, raw head."""
+    raw = b""
+    while chunk := sock.recv(65536):
+        raw += chunk
+    head, _, body = raw.partition(b"\r\n\r\n")
+    return int(head.split()[1]), json.loads(body), head.lower()
+
+
+def _assert_envelope(status: int, body: dict, expected: int, *words: str) -> None:
+    assert status == expected, body
+    assert set(body) == {"Msg", "ExecTime"}, body
+    for word in words:
+        assert word.lower() in body["Msg"].lower(), (word, body["Msg"])
+
+
+def test_a_form_of_more_parts_than_the_limit_is_400_naming_it(client, emulator):
+    with client.costs_nothing():
+        response = client.http.post(
+            "/v1.0/data/import",
+            headers={"X-API-Key": emulator.api_key},
+            data={"ProjectID": emulator.project_id, **{f"extra{i}": "x" for i in range(40)}},
+            files={"File": ("a.csv", b"a\n1\n", "text/csv")},
+        )
+        client.assert_error(response, 400, "more than 16 parts")
+
+
+_SMALL_LIMIT = {**make_test_config(), "limits": {"max_bytes": 1000}}
+_CAP = 1000 + 2 * 1024**2  # the file limit plus the allowance for the form's other parts
+
+
+def test_a_body_declared_larger_than_the_file_limit_allows_is_413_before_it_is_sent(make_emulator):
+    emu, client = make_emulator(config=_SMALL_LIMIT)
+    with client.costs_nothing(), _raw_import(emu, f"Content-Length: {_CAP + 1}\r\n") as sock:
+        status, body, head = _answer(sock)  # nothing of the body was sent: the answer comes at once
+    _assert_envelope(status, body, 413, f"{_CAP:,} bytes", "1,000 bytes", "2 MiB")
+    assert b"connection: close" in head
+
+
+def test_a_chunked_body_past_the_file_limit_is_413_once_it_passes_it(make_emulator):
+    emu, client = make_emulator(config=_SMALL_LIMIT)
+    part = f'--{_BOUNDARY}\r\nContent-Disposition: form-data; name="File"; filename="a.csv"\r\n\r\n'.encode()
+    body = part + b"x" * (_CAP + 1 - len(part))  # one byte past the cap, and never finished
+    with client.costs_nothing(), _raw_import(emu, "Transfer-Encoding: chunked\r\n") as sock:
+        for start in range(0, len(body), 65536):
+            piece = body[start : start + 65536]
+            sock.sendall(b"%x\r\n" % len(piece) + piece + b"\r\n")
+        status, answer, _ = _answer(sock)
+    _assert_envelope(status, answer, 413, f"{_CAP:,} bytes")
+
+
+def test_a_body_that_drips_is_408_at_the_body_deadline(make_emulator):
+    emu, client = make_emulator(config={**make_test_config(), "timeouts": {"body": 1}})
+    with client.costs_nothing(), _raw_import(emu, "Content-Length: 100000\r\n") as sock:
+        started = time.monotonic()
+        sock.settimeout(0.2)
+        answer = b""
+        while not answer:  # one byte every 0.2 s, until the server answers or 10 s pass
+            assert time.monotonic() - started < 10, "the dripping body was never cut off"
+            sock.sendall(b"-")
+            with contextlib.suppress(TimeoutError):
+                answer = sock.recv(65536)
+        sock.settimeout(10)
+        while chunk := sock.recv(65536):
+            answer += chunk
+    head, _, raw = answer.partition(b"\r\n\r\n")
+    _assert_envelope(int(head.split()[1]), json.loads(raw), 408, "1 s")
+    assert time.monotonic() - started >= 0.9
+
+
+@pytest.mark.parametrize(("sent", "card_name"), [("売上.csv", "売上"), ("données.csv", "données")])
+def test_a_non_ascii_file_name_names_the_table_with_its_characters(client, sent, card_name):
+    card_id = client.import_ready(name=sent)
+    assert client.get(card_id).json()["CardName"] == card_name
+    client.delete(card_id)

@@ -8,15 +8,21 @@ read-only, 404 unknown table, 400 malformed import, 415 not ``text/csv``, 413 ov
 the size limit, 402 no credit, 409 being read or locked, 422 a file the CSV rules
 refuse. An import is checked in full (the file too) before its credit is spent,
 so a refused import costs nothing.
+
+An import body is bounded in size and time, as a server on a network must be: at
+most the file limit plus :data:`~.multipart.BODY_ALLOWANCE` (413, at once when
+``Content-Length`` says so), and within the configured body timeouts (408). Both
+answers close the connection, since the rest of the body is not read.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING
 
+import anyio
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
@@ -25,12 +31,15 @@ from starlette.routing import Route
 from airflow_tables import csv_rules, csv_scan
 from airflow_tables.emulator.config import CARD_ID
 from airflow_tables.emulator.errors import ApiError
-from airflow_tables.emulator.multipart import FilePart, FormParser, ImportForm, boundary_of
+from airflow_tables.emulator.multipart import BODY_ALLOWANCE, FilePart, FormParser, ImportForm, body_limit, boundary_of
 
 if TYPE_CHECKING:
     from airflow_tables.emulator.config import ApiKey, EmulatorConfig
     from airflow_tables.emulator.reader import Reader
     from airflow_tables.emulator.store import Card, Store
+
+#: For an answer given before the body was read to its end: the connection cannot carry another request.
+CLOSE = {"Connection": "close"}
 
 
 def json_response(started: float, status: int, body: dict, headers: dict[str, str] | None = None) -> Response:
@@ -151,29 +160,35 @@ class Api:
     # -- import ---------------------------------------------------------------------------
 
     async def import_data(self, request: Request) -> dict:
-        """Receive the whole body first (so every refusal is a clean response), then check and accept."""
+        """Receive the whole body (so a refusal is a clean response; only one past its bounds is cut), then check."""
         known = request.headers.get("x-api-key") in self.config.api_keys
         boundary = boundary_of(request.headers.get("content-type"))
+        limits = self.config.limits
+        limit = body_limit(limits.max_bytes)
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > limit:
+            raise ApiError(413, self._over_limit(f"declares {int(declared):,} bytes", limit), CLOSE)
         relative, path = self.store.new_upload_path()
         form = ImportForm()
         try:
-            if boundary is None:
-                async for _ in request.stream():
-                    pass
-            else:
-                # An unknown caller's bytes are counted, never written.
-                parser = FormParser(
-                    boundary,
-                    file_field="File",
-                    file_path=path if known else None,
-                    max_bytes=self.config.limits.max_bytes,
-                )
-                try:
-                    async for chunk in request.stream():
+            # An unknown caller's bytes are counted, never written.
+            parser = None
+            if boundary is not None:
+                file_path = path if known else None
+                parser = FormParser(boundary, file_field="File", file_path=file_path, max_bytes=limits.max_bytes)
+            received = 0
+            try:
+                async for chunk in self._body(request):
+                    received += len(chunk)
+                    if received > limit:
+                        raise ApiError(413, self._over_limit(f"is over {limit:,} bytes", limit), CLOSE)
+                    if parser is not None:
                         parser.feed(chunk)
-                except ClientDisconnect:
+            except BaseException:
+                if parser is not None:
                     parser.abort()
-                    raise
+                raise
+            if parser is not None:
                 form = parser.finish()
             card, scan = await self._accept(request, boundary, form, relative)
         except BaseException:
@@ -184,6 +199,36 @@ class Api:
         if form.fields.get("CardID") and not self.reader.settings.replacement_card_id:
             return {"Success": True}  # a test setting: the seed only implies that a replacement repeats it
         return {"Success": True, "CardID": card.card_id}
+
+    def _over_limit(self, what: str, limit: int) -> str:
+        return (
+            f"the request body {what}; the emulator takes at most {limit:,} bytes: the file limit of "
+            f"{self.config.limits.max_bytes:,} bytes plus {BODY_ALLOWANCE // 1024**2} MiB for the form's other "
+            "parts. Nothing was kept and no credit was used; split the file"
+        )
+
+    async def _body(self, request: Request) -> AsyncIterator[bytes]:
+        """The request body chunk by chunk; 408 once it is slower than the configured body timeouts."""
+        timeouts = self.config.timeouts
+        deadline = time.monotonic() + timeouts.body
+        chunks = request.stream().__aiter__()
+        while True:
+            remaining = deadline - time.monotonic()
+            try:
+                with anyio.fail_after(max(0.0, min(remaining, timeouts.body_idle))):
+                    chunk = await chunks.__anext__()
+            except StopAsyncIteration:
+                return
+            except TimeoutError:
+                late = (
+                    f"did not arrive within {timeouts.body:g} s (timeouts.body)"
+                    if remaining <= timeouts.body_idle
+                    else f"stopped: no byte came for {timeouts.body_idle:g} s (timeouts.body_idle)"
+                )
+                raise ApiError(
+                    408, f"the request body {late}; nothing was kept and no credit was used. Send it again", CLOSE
+                ) from None
+            yield chunk
 
     @staticmethod
     def _fields(boundary: bytes | None, form: ImportForm) -> tuple[str, FilePart, str | None]:

@@ -21,7 +21,8 @@ exists (Python 3.11+)::
         {"project_id": "PRJ-sales", "name": "Accounts", "source": "Salesforce", "status": "active",
          "card_id": "CRD-...", "rows": 1200, "columns": {"AccountId": "string", "Employees": "long"}}
       ],
-      "limits": {"max_bytes": 536870912, "max_columns": 300}
+      "limits": {"max_bytes": 536870912, "max_columns": 300},
+      "timeouts": {"keep_alive": 5, "request_headers": 10, "body": 600, "body_idle": 60}
     }
 
 With no ``--config`` and no ``config.json`` in the data directory, a first run
@@ -30,6 +31,7 @@ writes one there with a fresh key, department and organisation, and prints them.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import secrets
@@ -93,6 +95,21 @@ class Connector:
     columns: tuple[tuple[str, str], ...]
 
 
+@dataclass(frozen=True)
+class Timeouts:
+    """How long the server waits for a client, in seconds, so no silent or slow client holds a connection for ever.
+
+    ``keep_alive``: an idle connection between requests. ``request_headers``: from connecting
+    (or the first byte of a next request) to the end of the request's headers. ``body``: the
+    whole body of an import, 512 MiB at under 1 MB/s; ``body_idle``: no byte of it for this long.
+    """
+
+    keep_alive: float = 5.0
+    request_headers: float = 10.0
+    body: float = 600.0
+    body_idle: float = 60.0
+
+
 @dataclass
 class EmulatorConfig:
     """Everything the server needs; built by :func:`load` from the command line and the file."""
@@ -103,6 +120,7 @@ class EmulatorConfig:
     api_keys: dict[str, ApiKey] = field(default_factory=dict)
     connectors: list[Connector] = field(default_factory=list)
     limits: csv_rules.Limits = csv_rules.SERVICE_LIMITS
+    timeouts: Timeouts = Timeouts()
     host: str = "127.0.0.1"
     port: int = 8765
     test_controls: bool = False
@@ -173,7 +191,7 @@ def _string_list(value: Any, where: str) -> frozenset[str]:
 
 def parse(data: dict, config: EmulatorConfig, source: str = "configuration") -> EmulatorConfig:
     """Fill ``config`` from a parsed file, checking every field; raises :class:`ConfigError`."""
-    _no_extra(data, {"organisations", "departments", "api_keys", "connectors", "limits"}, source)
+    _no_extra(data, {"organisations", "departments", "api_keys", "connectors", "limits", "timeouts"}, source)
     for name, org in _expect(data.get("organisations", {}), dict, "organisations", "an object").items():
         where = f"organisations.{name}"
         _no_extra(_expect(org, dict, where, 'an object like {"credits": 100}'), {"credits"}, where)
@@ -204,9 +222,18 @@ def parse(data: dict, config: EmulatorConfig, source: str = "configuration") -> 
         )
     except ValueError as err:
         raise ConfigError(f"limits.{err}") from None
+    config.timeouts = _parse_timeouts(_expect(data.get("timeouts", {}), dict, "timeouts", "an object"), config.timeouts)
     if not config.api_keys:
         raise ConfigError(f"{source}: no api_keys; nobody could call the service")
     return config
+
+
+def _parse_timeouts(data: dict, timeouts: Timeouts) -> Timeouts:
+    _no_extra(data, {f.name for f in dataclasses.fields(Timeouts)}, "timeouts")
+    for name, value in data.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+            raise ConfigError(f"timeouts.{name} must be a number of seconds above 0, not {json.dumps(value)}")
+    return dataclasses.replace(timeouts, **{name: float(value) for name, value in data.items()})
 
 
 def _parse_key(entry: Any, where: str, config: EmulatorConfig) -> None:
