@@ -7,8 +7,10 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -183,3 +185,62 @@ def test_without_the_emulator_extra_the_command_names_it(tmp_path):
     assert "needs starlette and uvicorn and python_multipart (not installed here)" in result.stderr
     assert "pip install 'airflow-tables[emulator]'" in result.stderr
     assert not (tmp_path / "data").exists()  # nothing was written
+
+
+# -- a server on a network (issue 24): no connection is held for ever ---------------------------
+
+_QUICK = {"keep_alive": 0.5, "request_headers": 1}
+
+
+def _closed_within(sock: socket.socket, seconds: float, drip: bytes = b"") -> float:
+    """Poll until the server closes ``sock`` (sending ``drip`` bytes meanwhile); return when, or fail."""
+    started = time.monotonic()
+    sock.settimeout(0.2)
+    while time.monotonic() - started < seconds:
+        try:
+            if drip:
+                sock.sendall(drip)
+            if sock.recv(65536) == b"":
+                return time.monotonic() - started
+        except TimeoutError:
+            continue
+        except ConnectionError:
+            return time.monotonic() - started
+    raise AssertionError(f"the server kept the connection open for {seconds} s")
+
+
+@pytest.mark.parametrize("sent", [b"", b"GET /v1.0/projects/x/cards HTTP/1.1\r\nHost: e\r\n"], ids=["silent", "slow"])
+def test_a_connection_that_never_finishes_its_request_headers_is_closed(make_emulator, sent):
+    emu, _ = make_emulator(config={**make_test_config(), "timeouts": _QUICK})
+    with socket.create_connection(("127.0.0.1", emu.port)) as sock:
+        sock.sendall(sent)
+        # A header line every 0.2 s would keep it open for ever without a deadline on the whole head.
+        assert 0.9 <= _closed_within(sock, 10, drip=b"X-A: b\r\n" if sent else b"") < 5
+
+
+def test_an_idle_keep_alive_connection_is_closed_after_the_keep_alive_timeout(make_emulator):
+    emu, _ = make_emulator(config={**make_test_config(), "timeouts": _QUICK})
+    with socket.create_connection(("127.0.0.1", emu.port)) as sock:
+        sock.sendall(b"GET /v1.0/projects/x/cards HTTP/1.1\r\nHost: e\r\n\r\n")
+        sock.settimeout(10)
+        assert sock.recv(65536).startswith(b"HTTP/1.1 401")
+        assert _closed_within(sock, 10) < 0.9  # keep_alive 0.5 s, not request_headers (1 s)
+
+
+def test_request_headers_that_run_past_16_kib_unfinished_are_400_in_the_envelope(emulator):
+    with socket.create_connection(("127.0.0.1", emulator.port), timeout=10) as sock:
+        # Unfinished: h11 holds at most 16 KiB of a head it is still waiting to complete.
+        sock.sendall(b"GET /v1.0/projects/x/cards HTTP/1.1\r\nHost: e\r\nX-Long: " + b"a" * 20000)
+        raw = b""
+        while chunk := sock.recv(65536):
+            raw += chunk
+    head, _, body = raw.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400"), raw
+    answer = json.loads(body)
+    assert set(answer) == {"Msg", "ExecTime"} and "16 KiB" in answer["Msg"]
+
+
+def test_help_gives_the_bounds_and_timeouts_of_the_server():
+    text = subprocess.run([*EMULATOR, "--help"], capture_output=True, text=True, check=True, timeout=30).stdout
+    for words in ["timeouts", "keep_alive", "request_headers", "body", "16 parts", "64 KiB", "16 KiB", "2 MiB"]:
+        assert words in text, words

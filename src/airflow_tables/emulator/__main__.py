@@ -16,30 +16,48 @@ import socket
 import sys
 from pathlib import Path
 
-from airflow_tables.emulator.config import ConfigError, EmulatorConfig, load
+from airflow_tables.emulator.config import ConfigError, EmulatorConfig, Timeouts, load
+from airflow_tables.emulator.multipart import BODY_ALLOWANCE, MAX_FIELD_BYTES, MAX_HEADER_BYTES, MAX_PARTS
+
+#: A request's line and headers (h11's bound on what it holds unfinished); keys and paths are short.
+MAX_REQUEST_HEAD = 16 * 1024
 
 DESCRIPTION = "Run a local, persistent emulator of the Data Tables Service (every endpoint of /v1.0)."
 
-EPILOG = """\
+_T = Timeouts()  # the defaults, for the epilog
+
+EPILOG = f"""\
 State (tables, their files, credits, readings) lives in --data-dir: SQLite for the
 metadata, files/ for the data. Stop or kill the process at any moment; started
 again on the same directory it has every table, and readings that were under way
 resume.
 
 Configuration (--config FILE, JSON, or TOML on Python 3.11+; default DATA_DIR/config.json):
-  organisations  {"acme": {"credits": 1000}}: each import spends one credit of the
+  organisations  {{"acme": {{"credits": 1000}}}}: each import spends one credit of the
                  caller's organisation; the balance is stored in the data directory and
                  reset only when its value in the file changes.
-  departments    {"PRJ-sales": {"name": "Sales", "domain": "Sales"}}: ProjectIDs; Domain of
+  departments    {{"PRJ-sales": {{"name": "Sales", "domain": "Sales"}}}}: ProjectIDs; Domain of
                  their uploaded tables. Departments named by a key exist implicitly.
-  api_keys       [{"key": "...", "organisation": "acme", "manage": ["PRJ-sales"],
-                   "read": ["PRJ-hr"]}]: send as header X-API-Key. "manage" may list,
+  api_keys       [{{"key": "...", "organisation": "acme", "manage": ["PRJ-sales"],
+                   "read": ["PRJ-hr"]}}]: send as header X-API-Key. "manage" may list,
                  fetch, import and delete; "read" may list and fetch. Any other
                  department answers 403.
-  connectors     [{"project_id": "PRJ-sales", "name": "Accounts", "source": "Salesforce",
-                   "status": "active", "rows": 1200, "columns": {"Id": "string"}}]:
+  connectors     [{{"project_id": "PRJ-sales", "name": "Accounts", "source": "Salesforce",
+                   "status": "active", "rows": 1200, "columns": {{"Id": "string"}}}}]:
                  tables fed by a connected system; "active" ones are LockedFromDelete.
-  limits         {"max_bytes": 536870912, "max_columns": 300}
+  limits         {{"max_bytes": 536870912, "max_columns": 300}}
+  timeouts       {{"keep_alive": {_T.keep_alive:g}, "request_headers": {_T.request_headers:g}, "body": {_T.body:g}, \
+"body_idle": {_T.body_idle:g}}}:
+                 seconds the server waits: for a next request on an idle connection; for
+                 a request's line and headers; for a whole import body (408); with no
+                 byte of it (408).
+
+Bounds (a development tool, served on a network only behind a TLS proxy; see
+"Security notes" in docs/emulator.md): a request's line and headers at most
+{MAX_REQUEST_HEAD // 1024} KiB (400); an import body at most limits.max_bytes plus \
+{BODY_ALLOWANCE // 1024**2} MiB (413); a form of at
+most {MAX_PARTS} parts, {MAX_FIELD_BYTES // 1024} KiB per text field and {MAX_HEADER_BYTES // 1024} KiB of \
+headers per part (400).
 
 With no configuration file, the first run writes DATA_DIR/config.json with a new
 API key, department and 100 credits, and prints them.
@@ -222,11 +240,74 @@ def main(argv: list[str] | None = None) -> int:
     if args.stop_with_parent:
         stop_with_parent()
     print(banner(config, url, first_run, own_config=args.config is None), flush=True)
-    serve(app, sock, args, {"url": url, "port": config.port, "pid": os.getpid()})
+    serve(app, sock, args, {"url": url, "port": config.port, "pid": os.getpid()}, config.timeouts)
     return 0
 
 
-def serve(app, sock: socket.socket, args: argparse.Namespace, ready: dict) -> None:
+def protocol_with_deadlines(timeouts: Timeouts) -> type:
+    """uvicorn's HTTP/1.1 protocol (h11), with a deadline on a request's head and its 400 in the envelope.
+
+    Why: uvicorn times a connection out only once it has answered (``timeout_keep_alive``), so a
+    client that connects and sends nothing, or a header line now and then, held its connection
+    for ever. The deadline runs while the server waits for a request's line and headers (from
+    connecting, or from the first byte of a next request) and while a body it answered without
+    reading still drips in; the import body's own deadlines are in :mod:`.api`, which can answer.
+    """
+    import asyncio
+
+    import h11
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class DeadlineProtocol(H11Protocol):
+        _deadline: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport) -> None:
+            super().connection_made(transport)
+            self._watch()
+
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            self._watch()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._unwatch()
+            super().connection_lost(exc)
+
+        def _watch(self) -> None:
+            their, ours = self.conn.their_state, self.conn.our_state
+            if their is h11.IDLE or (their is h11.SEND_BODY and ours in (h11.DONE, h11.MUST_CLOSE)):
+                if self._deadline is None and not self.transport.is_closing():
+                    self._deadline = self.loop.call_later(timeouts.request_headers, self.transport.close)
+            else:
+                self._unwatch()
+
+        def _unwatch(self) -> None:
+            if self._deadline is not None:
+                self._deadline.cancel()
+                self._deadline = None
+
+        def send_400_response(self, msg: str) -> None:
+            """The seed's envelope, not uvicorn's plain text, for a request h11 cannot read."""
+            body = json.dumps(
+                {
+                    "Msg": f"the request line or headers are malformed or longer than {MAX_REQUEST_HEAD // 1024} KiB, "
+                    "the emulator's limit; send a well-formed HTTP/1.1 request with shorter headers",
+                    "ExecTime": 0,
+                }
+            ).encode()
+            head = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
+            for event in (
+                h11.Response(status_code=400, headers=[*head, (b"connection", b"close")], reason=b"Bad Request"),
+                h11.Data(data=body),
+                h11.EndOfMessage(),
+            ):
+                self.transport.write(self.conn.send(event) or b"")
+            self.transport.close()
+
+    return DeadlineProtocol
+
+
+def serve(app, sock: socket.socket, args: argparse.Namespace, ready: dict, timeouts: Timeouts) -> None:
     """Run uvicorn on the bound socket until stopped; write ``ready`` to ``--ready-file`` once serving."""
     import uvicorn
 
@@ -245,6 +326,9 @@ def serve(app, sock: socket.socket, args: argparse.Namespace, ready: dict) -> No
         proxy_headers=False,
         lifespan="on",
         timeout_graceful_shutdown=3,
+        http=protocol_with_deadlines(timeouts),
+        timeout_keep_alive=timeouts.keep_alive,  # type: ignore[arg-type]  # uvicorn types it int; a float works
+        h11_max_incomplete_event_size=MAX_REQUEST_HEAD,
         ssl_certfile=args.ssl_certfile,
         ssl_keyfile=args.ssl_keyfile,
     )
