@@ -244,3 +244,13 @@ def test_help_gives_the_bounds_and_timeouts_of_the_server():
     text = subprocess.run([*EMULATOR, "--help"], capture_output=True, text=True, check=True, timeout=30).stdout
     for words in ["timeouts", "keep_alive", "request_headers", "body", "16 parts", "64 KiB", "16 KiB", "2 MiB"]:
         assert words in text, words
+
+
+def test_a_body_nobody_reads_that_still_drips_after_the_answer_is_cut_off(make_emulator):
+    emu, _ = make_emulator(config={**make_test_config(), "timeouts": _QUICK})
+    with socket.create_connection(("127.0.0.1", emu.port)) as sock:
+        sock.sendall(b"GET /v1.0/projects/x/cards HTTP/1.1\r\nHost: e\r\nContent-Length: 100000\r\n\r\n")
+        sock.settimeout(10)
+        assert sock.recv(65536).startswith(b"HTTP/1.1 401")  # answered without reading the body
+        # A byte every 0.2 s would keep the keep-alive timer from ever running out.
+        assert 0.9 <= _closed_within(sock, 10, drip=b"-") < 5  # request_headers (1 s), not keep_alive
