@@ -172,6 +172,7 @@ def test_waits_in_one_department_share_one_listing(datatables_conn, tmp_path):
         ({"poll_interval": float("nan")}, "poll_interval"),
         ({"deadline": "tomorrow"}, "deadline"),
         ({"deadline": True}, "deadline"),
+        ({"deadline": float("nan")}, "deadline"),
     ],
 )
 def test_bad_arguments_are_refused_when_the_trigger_is_built(change, says):

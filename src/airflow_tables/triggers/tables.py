@@ -59,7 +59,9 @@ class DataTablesProcessedTrigger(BaseTrigger):
     ) -> None:
         super().__init__()
         self.project_id, self.card_id, self.poll_interval = _checked(project_id, card_id, poll_interval)
-        if deadline is not None and (isinstance(deadline, bool) or not isinstance(deadline, (int, float))):
+        if deadline is not None and (
+            isinstance(deadline, bool) or not isinstance(deadline, (int, float)) or math.isnan(deadline)
+        ):
             raise ValueError(f"deadline must be a Unix time (a number) or None, not {deadline!r}")
         self.datatables_conn_id = datatables_conn_id
         self.deadline = deadline
