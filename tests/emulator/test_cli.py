@@ -176,13 +176,13 @@ def test_it_starts_again_on_the_same_data_directory(tmp_path):
 
 
 def test_without_the_emulator_extra_the_command_names_it(tmp_path):
-    """``python -S``: no site-packages, so no Starlette, uvicorn or python-multipart, as in a worker's install."""
+    """``python -S``: no site-packages, so no Starlette or uvicorn, as in a worker's install."""
     src = Path(__file__).resolve().parents[2] / "src"
     code = f"import sys; sys.path.insert(0, {str(src)!r}); from airflow_tables.emulator.__main__ import main; "
     code += f"sys.exit(main(['--data-dir', {str(tmp_path / 'data')!r}]))"
     result = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, timeout=30)
     assert result.returncode == 1, result.stderr
-    assert "needs starlette and uvicorn and python_multipart (not installed here)" in result.stderr
+    assert "needs starlette and uvicorn (not installed here)" in result.stderr
     assert "pip install 'airflow-tables[emulator]'" in result.stderr
     assert not (tmp_path / "data").exists()  # nothing was written
 

@@ -185,7 +185,7 @@ def banner(config: EmulatorConfig, url: str, first_run: bool, own_config: bool) 
 
 
 #: The server's modules, installed with the provider's ``emulator`` extra.
-SERVER_MODULES = ("starlette", "uvicorn", "python_multipart")
+SERVER_MODULES = ("starlette", "uvicorn")  # the import body is parsed by our own .multipart
 
 
 def missing_server_modules() -> list[str]:
