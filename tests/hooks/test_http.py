@@ -350,3 +350,8 @@ def test_client_messages_are_scrubbed_before_they_are_cut():
     exc.reason = f"reason {LONG_KEY[:100]}"
     error = tls_error(s, req, exc)
     assert "TLS handshake" in str(error) and leaked(str(error), LONG_KEY) == []
+
+
+def test_a_short_key_is_hidden_whole_and_its_escapes_do_not_eat_other_words():
+    short = "a&b"
+    assert scrub(f"key {short} or a&amp;b; for example a map", short) == "key *** or ***; for example a map"

@@ -141,16 +141,17 @@ def scrub(text: str, secret: str) -> str:
     A proxy's error page may echo the request's headers as they are, HTML-escaped,
     JSON-escaped or URL-encoded, and a message is cut to an excerpt: removing only the
     exact key, or removing it after the cut, showed most of a long key. So every form's
-    fragments are hidden, and callers scrub before they cut (:func:`excerpt`).
+    fragments are hidden, and callers scrub before they cut (:func:`excerpt`). A form
+    shorter than ``MIN_FRAGMENT`` (a short key) is hidden only whole: its pieces would be
+    escape syntax (``amp``) found in any text.
     """
     if not secret or not text:
         return text
-    size = min(MIN_FRAGMENT, len(secret))
-    grams = _fragments(secret, size)
     hidden = [False] * len(text)
-    for at in range(len(text) - size + 1):
-        if text[at : at + size] in grams:
-            hidden[at : at + size] = [True] * size
+    for size, grams in _fragments(secret):
+        for at in range(len(text) - size + 1):
+            if text[at : at + size] in grams:
+                hidden[at : at + size] = [True] * size
     if not any(hidden):
         return text
     out: list[str] = []
@@ -163,8 +164,9 @@ def scrub(text: str, secret: str) -> str:
 
 
 @functools.lru_cache(maxsize=8)
-def _fragments(secret: str, size: int) -> frozenset[str]:
-    """Every run of ``size`` characters of the forms a page may show ``secret`` in."""
+def _fragments(secret: str) -> tuple[tuple[int, frozenset[str]], ...]:
+    """What :func:`scrub` looks for, by length: the runs of ``MIN_FRAGMENT`` characters of every form
+    a page may show ``secret`` in, and the short forms whole."""
     url = {quote(secret, safe=""), quote(secret), quote_plus(secret)}
     forms = {
         secret,
@@ -176,7 +178,11 @@ def _fragments(secret: str, size: int) -> frozenset[str]:
         *url,
         *(re.sub(r"%[0-9A-F]{2}", lambda m: m.group().lower(), form) for form in url),
     }
-    return frozenset(form[at : at + size] for form in forms for at in range(len(form) - size + 1))
+    by_size: dict[int, set[str]] = {}
+    for form in forms:
+        size = min(MIN_FRAGMENT, len(form))
+        by_size.setdefault(size, set()).update(form[at : at + size] for at in range(len(form) - size + 1))
+    return tuple((size, frozenset(grams)) for size, grams in sorted(by_size.items()))
 
 
 def excerpt(text: str, secret: str, limit: int = 200, *, markup: bool = True) -> str:
