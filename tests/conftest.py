@@ -36,6 +36,9 @@ os.environ.setdefault("AIRFLOW__API_AUTH__JWT_SECRET", secrets.token_hex(32))
 # test's subprocess (a first try killed mid-task) and its retry here must read each other's
 # Variables; without a key Airflow 3.2 makes one per process and the retry reads ciphertext.
 os.environ.setdefault("AIRFLOW__CORE__FERNET_KEY", base64.urlsafe_b64encode(os.urandom(32)).decode())
+# Deferred waits in tests poll the emulator every fraction of a second; the triggerer's floor
+# ([datatables] min_poll_interval, 1 s for deployments) would add most of a second to each.
+os.environ.setdefault("AIRFLOW__DATATABLES__MIN_POLL_INTERVAL", "0.1")
 
 import pytest  # noqa: E402
 from tests._uv import uv_command  # noqa: E402

@@ -84,7 +84,7 @@ def test_timeout_none_means_no_deadline_on_the_worker(counted, tmp_path, caplog)
 
 
 def test_the_shared_poller_never_spins(counted, tmp_path):
-    """A trigger asking for a 0 s interval gets the poller's floor, not a busy loop."""
+    """A trigger asking for a 1 ms interval gets the poller's floor, not a busy loop."""
     import asyncio
 
     from airflow_tables.triggers import _department_poller
@@ -95,7 +95,7 @@ def test_the_shared_poller_never_spins(counted, tmp_path):
     counted.reset_stats()
 
     async def first_event():
-        trigger = DataTablesProcessedTrigger(project_id=counted.project_id, card_id=card_id, poll_interval=0.0)
+        trigger = DataTablesProcessedTrigger(project_id=counted.project_id, card_id=card_id, poll_interval=0.001)
         return await asyncio.wait_for(trigger.run().__anext__(), 30)
 
     event = asyncio.run(first_event())
