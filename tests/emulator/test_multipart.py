@@ -107,7 +107,7 @@ def test_a_body_without_line_breaks_after_a_boundary_is_refused_in_linear_time()
 
     small, large = seconds(4 * 1024**2), seconds(64 * 1024**2)
     # 16 times the bytes: linear is ~16x, the quadratic scan it replaces was ~256x.
-    assert large < 48 * max(small, 1e-3), (small, large)
+    assert large < 48 * max(small, 0.01), (small, large)  # the floor: timer noise on a busy machine
     assert all("16 KiB" in (problem or "") for problem in problems), problems
 
 
