@@ -32,7 +32,7 @@ def test_a_worker_installs_neither_the_emulators_server_nor_pandas():
 
 def test_the_extras_bring_the_emulator_pandas_and_gx_with_pandas():
     _, extras = _requirements()
-    assert extras["emulator"] == {"starlette", "uvicorn", "python-multipart"}
+    assert extras["emulator"] == {"starlette", "uvicorn"}  # the multipart parser is its own
     assert extras["pandas"] == {"pandas"}
     assert extras["gx"] == {"great-expectations", "airflow-tables[pandas]"}
     assert "airflow-tables[emulator,gx,pandas]" in extras["dev"]  # the demo and the tests install everything
