@@ -22,7 +22,7 @@ def _format_report(report: CsvReport) -> str:
         lines.append(f"  {report.describe()}")
     if report.columns:
         shown = ", ".join(c if c.isprintable() else repr(c) for c in report.columns[:20])
-        more = f", ... ({len(report.columns) - 20} more)" if len(report.columns) > 20 else ""
+        more = f", ... ({report.column_count - 20:,} more)" if report.column_count > 20 else ""
         lines.append(f"  columns: {shown}{more}")
     lines.extend(f"  error: {p}" for p in report.errors)
     lines.extend(f"  warning: {p}" for p in report.warnings)

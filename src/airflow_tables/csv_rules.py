@@ -40,6 +40,7 @@ import dataclasses
 import io
 import itertools
 import os
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -250,6 +251,69 @@ class Records:
         if fields[-1].endswith(_SENTINEL + "\n"):
             fields[-1] = fields[-1][: -len(_SENTINEL) - 2]
         yield line, fields
+
+
+# A quoted field from its opening quote to its closing one; possessive, so ``"ab""`` (never closed) does not match.
+_QUOTED_FIELD = re.compile(rb'"[^"]*+(?:""[^"]*+)*+"')
+_LINE_BREAK = re.compile(rb"[\r\n]")
+
+
+@dataclass(frozen=True)
+class RecordShape:
+    """Where a record ends and how many fields it has, found without building a string per field.
+
+    ``end`` is the offset just after its line break, or -1 when the bytes run out first (read
+    more, unless they are the whole file). ``named_end`` is where its first ``keep`` fields end
+    (before the separator of the next one), or -1 when it has no more than ``keep`` fields.
+    """
+
+    fields: int
+    end: int
+    named_end: int
+    unterminated: bool  # a quoted field is open when the bytes end
+
+
+def record_shape(data: bytes | bytearray, start: int, delimiter: str, keep: int, final: bool) -> RecordShape:
+    """Measure the record at ``data[start:]`` by the rule of :class:`Records`, in time and memory flat in its fields.
+
+    A header line of millions of fields would cost gigabytes as :mod:`csv` fields; here a
+    field is only looked at when it opens with a quote (the one place the rule needs to), and
+    separators between such fields are counted by ``bytes.count``. ``final``: the bytes end the
+    file (a CR at their end is then a whole line break, and an open quote stays open).
+    """
+    sep = delimiter.encode()
+    pos, fields, named_end = start, 1, -1
+    stop = -1  # the next line break at or after pos (len(data): none); searched again only once passed
+    while True:
+        if data.startswith(b'"', pos):  # a field that opens with a quote: separators and breaks inside are data
+            quoted = _QUOTED_FIELD.match(data, pos)
+            if quoted is None:
+                return RecordShape(fields, -1, named_end, unterminated=True)
+            pos = quoted.end()
+        if stop < pos:
+            brk = _LINE_BREAK.search(data, pos)
+            stop = len(data) if brk is None else brk.start()
+        opening = data.find(sep + b'"', pos, stop)  # the next field that opens with a quote
+        upto = stop if opening == -1 else opening + len(sep)
+        more = data.count(sep, pos, upto)
+        if named_end == -1 and fields + more > keep:
+            named_end = pos
+            for _ in range(keep - fields + 1):  # the separator that starts field keep + 1
+                named_end = data.index(sep, named_end) + len(sep)
+            named_end -= len(sep)
+        fields += more
+        pos = upto
+        if opening != -1:
+            continue
+        if stop == len(data):
+            return RecordShape(fields, len(data) if final else -1, named_end, unterminated=False)
+        end = stop + 1
+        if data[stop] == 13:  # CR: with the LF after it one break; at the bytes' end it may be half of one
+            if end == len(data) and not final:
+                return RecordShape(fields, -1, named_end, unterminated=False)
+            if data.startswith(b"\n", end):
+                end += 1
+        return RecordShape(fields, end, named_end, unterminated=False)
 
 
 def parse_records(text: str, delimiter: str, first_line: int = 1) -> Records:

@@ -9,6 +9,7 @@ so the two can never disagree.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import os
 from collections.abc import Callable, Generator
@@ -21,7 +22,6 @@ from airflow_tables.csv_ranges import (
     NotPlain,
     RangeScan,
     byte_blocks,
-    first_boundary,
     line_breaks,
     scan_data,
 )
@@ -39,7 +39,9 @@ class FileScan:
     delimiter: str = ","
     line_terminator: str = "\n"
     headings: list[str] = field(default_factory=list)
+    #: Named as the service will name them; past ``max_columns + 1`` a header is counted, not named.
     columns: list[str] = field(default_factory=list)
+    column_count: int = 0  # how many columns the header has (``len(columns)`` unless it is too wide)
     rows: int = 0
     errors: list[Problem] = field(default_factory=list)
     warnings: list[Problem] = field(default_factory=list)
@@ -62,31 +64,38 @@ def _line_terminator(head: bytes) -> str:
     return max((crlf, "\r\n"), (lf, "\n"), (cr, "\r"))[1] if (crlf or lf or cr) else "\n"
 
 
-def read_header(f, offset: int, size: int) -> tuple[bytes, int, int]:
-    """Return the header record's bytes, the offset after it and its line number.
+def read_header(f, offset: int, size: int, delimiter: str, keep: int) -> tuple[bytes, int, int, csv_rules.RecordShape]:
+    """Return the header record's bytes, the offset after it, its line number and its shape.
 
-    Blank lines before it are skipped, as they are everywhere. Reads only as far as the
-    header goes (at most :data:`MAX_RECORD_BYTES`).
+    Blank lines before it are skipped, as they are everywhere. The record ends where the
+    rules of :class:`csv_rules.Records` end it (a quote that is data does not run it on);
+    only as much is read as it takes (at most :data:`MAX_RECORD_BYTES`), and its fields
+    are counted, not built (:func:`csv_rules.record_shape`; ``keep``: how many to name).
     """
     f.seek(offset)
-    buf = b""
+    buf = bytearray()
     pos = 0
     line = 1
     want = csv_rules.SNIFF_BYTES
     while True:
         while True:
-            end = first_boundary(buf, pos)
-            if end != -1 or len(buf) >= size - offset or len(buf) > MAX_RECORD_BYTES:
+            at_end = len(buf) >= size - offset
+            shape = csv_rules.record_shape(buf, pos, delimiter, keep, final=at_end)
+            if shape.end != -1 or at_end or len(buf) > MAX_RECORD_BYTES:
                 break
             more = f.read(want)
             if not more:
+                at_end = True  # the file is shorter than its size said
+                shape = csv_rules.record_shape(buf, pos, delimiter, keep, final=True)
                 break
             buf += more
             want *= 2
-        record = buf[pos:] if end == -1 else buf[pos:end]
-        if record.strip(b"\r\n") or end == -1:
-            return record, offset + (len(buf) if end == -1 else end), line
-        line += record.count(b"\n") + record.count(b"\r") - record.count(b"\r\n")
+        end = len(buf) if shape.end == -1 else shape.end
+        record = bytes(buf[pos:end])
+        if record.strip(b"\r\n") or shape.end == -1 or end == len(buf) and at_end:
+            named_end = -1 if shape.named_end == -1 else shape.named_end - pos
+            return record, offset + end, line, dataclasses.replace(shape, end=end - pos, named_end=named_end)
+        line += line_breaks(record)
         pos = end
 
 
@@ -157,8 +166,9 @@ def _scan(
         text = head[enc.bom_length :].decode(enc.name, errors="replace")
         scan.delimiter = csv_rules.detect_delimiter(text)
         first = next(iter(csv_rules.parse_records(text, scan.delimiter)), None)
-        scan.headings = first[1] if first else []
+        scan.headings = first[1][: limits.max_columns + 1] if first else []
         scan.columns = csv_rules.name_columns(scan.headings)
+        scan.column_count = len(scan.columns)
         return scan
     head = head[enc.bom_length :]
     if not head.strip(b"\r\n"):
@@ -167,20 +177,22 @@ def _scan(
     sample = head.decode("utf-8", errors="replace")
     scan.delimiter = csv_rules.detect_delimiter(sample)
     scan.line_terminator = _line_terminator(head)
-    header, data_offset, header_line = read_header(f, enc.bom_length, size)
-    text = header.decode("utf-8", errors="replace")
-    records = csv_rules.parse_records(text, scan.delimiter, header_line)
+    keep = limits.max_columns + 1  # enough to say the header is too wide; the rest is counted, not named
+    header, data_offset, header_line, shape = read_header(f, enc.bom_length, size, scan.delimiter, keep)
+    named = header if shape.named_end == -1 else header[: shape.named_end]
+    records = csv_rules.parse_records(named.decode("utf-8", errors="replace"), scan.delimiter, header_line)
     first = next(iter(records), None)
-    scan.headings = first[1] if first else []
+    scan.headings = first[1] if first else [""] if shape.named_end != -1 else []
     scan.columns = csv_rules.name_columns(scan.headings)
+    scan.column_count = len(scan.columns) if shape.named_end == -1 else shape.fields
     scan.data_offset = data_offset
     scan.warnings.extend(csv_rules.heading_warnings(scan.headings, scan.columns))
     scan.errors.extend(_heading_byte_problems(header, header_line))
-    if records.unterminated_line is not None:
+    if records.unterminated_line is not None or shape.unterminated:
         return scan.stop(csv_rules.header_unterminated_problem(header_line))
-    if len(scan.columns) > limits.max_columns:  # refused, but the rows are still counted for the report
-        scan.errors.append(csv_rules.too_many_columns_problem(len(scan.columns), limits, header_line))
-    data = scan_records(f, data_offset, scan.delimiter, len(scan.columns))
+    if scan.column_count > limits.max_columns:  # refused, but the rows are still counted for the report
+        scan.errors.append(csv_rules.too_many_columns_problem(scan.column_count, limits, header_line))
+    data = scan_records(f, data_offset, scan.delimiter, scan.column_count)
     scan.rows = data.records
     line_base = header_line + line_breaks(header)
     scan.data_line = line_base
@@ -193,7 +205,7 @@ def _scan(
                 scan.stopped = scan.errors[-1]
     if data.ragged_total:
         listed = [(record + 1, line + line_base - 1, fields) for record, line, fields in data.ragged]
-        scan.errors.append(csv_rules.ragged_rows_problem(data.ragged_total, listed, len(scan.columns)))
+        scan.errors.append(csv_rules.ragged_rows_problem(data.ragged_total, listed, scan.column_count))
     if not data.stopped and data.records == 0:
         scan.warnings.append(csv_rules.no_rows_warning())
     return scan

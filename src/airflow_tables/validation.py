@@ -39,6 +39,13 @@ class CsvReport:
     headings: list[str] = field(default_factory=list)
     #: The error that ended the reading before the end of the file: ``rows`` counts only what came before it.
     stopped: Problem | None = None
+    #: How many columns the header has; ``columns`` names at most ``max_columns + 1`` of them (a
+    #: header too wide is counted, not named, so memory stays flat however long its line). -1: ``len(columns)``.
+    column_count: int = -1
+
+    def __post_init__(self) -> None:
+        if self.column_count < 0:
+            self.column_count = len(self.columns)
 
     @property
     def ok(self) -> bool:
@@ -64,6 +71,7 @@ class CsvReport:
             "encoding": self.encoding,
             "line_terminator": self.line_terminator,
             "columns": self.columns,
+            "column_count": self.column_count,
             "rows": self.rows,
             "stopped": None if self.stopped is None else self.stopped.to_dict(),
             "errors": [p.to_dict() for p in self.errors],
@@ -74,7 +82,7 @@ class CsvReport:
         """What was counted (``12 columns, 10,000 rows``), or that counting stopped, where and why."""
         if not self.read:
             return "not read"
-        columns = _count(len(self.columns), "column")
+        columns = _count(self.column_count, "column")
         if self.stopped is None:
             return f"{columns}, {_count(self.rows, 'row')}"
         where = f" at line {self.stopped.line:,}" if self.stopped.line is not None else ""
@@ -200,6 +208,7 @@ def _scanned(source: Source, scan: FileScan, undecodable: Problem | None = None)
         line_terminator=scan.line_terminator,
         headings=scan.headings,
         stopped=undecodable or scan.stopped,
+        column_count=scan.column_count,
     )
 
 

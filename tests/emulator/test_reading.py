@@ -5,6 +5,8 @@ and descriptions that say something true about the values (docs/emulator.md, "Re
 from __future__ import annotations
 
 import string
+import time
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -142,3 +144,26 @@ def test_data_type_follows_the_values_for_any_table(client, columns):
     expected = ["long" if all(v.strip().lstrip("+-").isdigit() for v in col) else "string" for col in columns]
     assert [c["DataType"] for c in detail["Columns"]] == expected
     assert detail["Rows"] == 3
+
+
+def _peak_rss_mib(pid: int) -> float:
+    """The process's peak resident memory (VmHWM), in MiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError(f"no VmHWM in /proc/{pid}/status")
+
+
+def test_a_header_of_millions_of_columns_is_refused_in_flat_memory_and_little_time(fresh_client):
+    """A 4 MB header line is named only as far as the limit and counted beyond it (issue 24, point 3)."""
+    pid = fresh_client.emu.process.pid
+    fresh_client.upload()  # the upload path warmed up, so the baseline holds what any upload costs
+    before = _peak_rss_mib(pid)
+    content = b",".join([b"a"] * 2_000_000) + b"\n1,2\n"
+    started = time.monotonic()
+    response = fresh_client.upload(content, name="wide.csv")
+    elapsed = time.monotonic() - started
+    fresh_client.assert_error(response, 422, "the header has 2,000,000 columns")
+    grown = _peak_rss_mib(pid) - before
+    assert grown < 64, f"the emulator's peak memory grew by {grown:.0f} MiB"
+    assert elapsed < 5, f"the upload check took {elapsed:.1f} s"

@@ -74,7 +74,8 @@ def test_a_header_longer_than_the_sniffing_sample_and_a_bom_are_read_again_from_
     data = b"\xef\xbb\xbf" + (header + "\n" + ",".join("1" * 9000) + "\n").encode()
     expected, streamed = scanned_both_ways(data, 5000, tmp_path)
     assert streamed is not None and dataclasses.asdict(streamed) == expected
-    assert len(streamed.columns) == 9000 and streamed.rows == 1
+    assert streamed.column_count == 9000 and streamed.rows == 1
+    assert streamed.columns == [f"column_{i:05d}" for i in range(301)]  # named up to max_columns + 1
 
 
 @pytest.mark.parametrize(

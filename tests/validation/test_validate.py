@@ -317,3 +317,57 @@ def test_a_record_that_never_ends_reports_the_rows_before_it(tmp_path, monkeypat
     assert report.stopped is not None and report.stopped.code == "record-too-long"
     assert report.counts() == "2 columns, at least 2 rows: reading stopped at line 4 (record-too-long)"
     assert report.to_dict()["stopped"]["line"] == 4
+
+
+_WIDE_HEADER_PROBE = """
+import json, resource, sys, time
+from airflow_tables.validation import validate_csv
+validate_csv(sys.argv[2])  # every module the scan uses imported, so the baseline holds them
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+started = time.monotonic()
+report = validate_csv(sys.argv[1])
+print(json.dumps({
+    "seconds": time.monotonic() - started,
+    "grown_mib": (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024,
+    "report": report.to_dict(),
+    "describe": report.describe(),
+}))
+"""
+
+
+@pytest.mark.parametrize("quoted", [False, True])
+def test_a_header_of_millions_of_columns_is_counted_in_flat_memory(tmp_path, quoted):
+    """A 4 MB header line: headings named up to the limit and counted past it (issue 24, point 3).
+
+    It runs in a child process so that its peak memory (ru_maxrss) is the scan's own.
+    """
+    heading = b'"a,b"' if quoted else b"a"
+    columns = 4_000_000 // (len(heading) + 1)
+    wide = write(tmp_path, b",".join([heading] * columns) + b"\n1,2\n", "wide.csv")
+    small = write(tmp_path, "a,b\n1,2\n", "small.csv")
+    probe = subprocess.run(
+        [sys.executable, "-c", _WIDE_HEADER_PROBE, str(wide), str(small)], capture_output=True, text=True, check=True
+    )
+    found = json.loads(probe.stdout)
+    report = found["report"]
+    assert [p["code"] for p in report["errors"]] == ["too-many-columns", "ragged-rows"]
+    assert f"the header has {columns:,} columns" in report["errors"][0]["message"]
+    assert f"does not have the header's {columns} fields" in report["errors"][1]["message"]
+    assert found["describe"].startswith(f"{columns:,} columns, 1 row")
+    assert len(report["columns"]) == csv_rules.MAX_COLUMNS + 1
+    assert found["grown_mib"] < 64, f"peak memory grew by {found['grown_mib']:.0f} MiB"
+    assert found["seconds"] < 5, f"took {found['seconds']:.1f} s"
+
+
+@pytest.mark.parametrize(
+    ("text", "headings", "rows"),
+    [
+        ('a,b"c\n1,2\n3,4\n', ["a", 'b"c'], 2),  # a quote that is data does not run the header on
+        ('a,"b\nc",d\n1,2,3\n', ["a", "b\nc", "d"], 1),  # a line break inside quotes does
+        ('a,"b""",c\r\n1,2,3\r\n', ["a", 'b"', "c"], 1),
+        ('"a"x,b\n1,2\n', ["ax", "b"], 1),
+    ],
+)
+def test_the_header_ends_where_the_rules_end_its_record(tmp_path, text, headings, rows):
+    report = validate_csv(write(tmp_path, text))
+    assert (report.headings, report.rows, report.errors) == (headings, rows, [])
