@@ -93,7 +93,9 @@ def get_provider_info() -> dict:
                     },
                     "timeout": {
                         "label": "Timeout (seconds)",
-                        "description": "Per request; an upload's timeout applies to each read and write.",
+                        "description": "Seconds for each request's whole answer, not each read (default 60). For an "
+                        "upload it counts from the moment the file has been sent; sending the file is limited "
+                        "only per write.",
                         "schema": {"type": ["number", "null"], "default": 60, "exclusiveMinimum": 0},
                     },
                     "max_retries": {
