@@ -543,6 +543,15 @@ def unreadable_problem(path: str, reason: str) -> Problem:
     return Problem(UNREADABLE, f"cannot read {path}: {reason}")
 
 
+def size_unknown_problem(path: str, size: int) -> Problem:
+    """The problem for a file that holds more than its size says (still being written, or a ``/proc`` file)."""
+    return unreadable_problem(
+        path,
+        f"its size reads {size:,} bytes but it holds more: it is still being written, or it is not a regular "
+        "file (a /proc or device file). Validate it once it is complete, or copy it to a regular file first.",
+    )
+
+
 def no_rows_warning() -> Problem:
     return Problem("no-rows", "the file has a header but no data rows; the table will be empty.")
 

@@ -156,6 +156,8 @@ def _scan(
     if size > limits.max_bytes:
         scan.errors.append(csv_rules.too_large_problem(size, limits))
     head = f.read(csv_rules.SNIFF_BYTES)
+    if len(head) > size:  # the size read before is not the file's: every later step would read the wrong bytes
+        return scan.stop(csv_rules.size_unknown_problem(path, size))
     if (binary := csv_rules.binary_signature(head)) is not None:
         return scan.stop(csv_rules.not_a_csv_problem(*binary))
     enc = csv_rules.sniff_encoding(head)

@@ -371,3 +371,17 @@ def test_a_header_of_millions_of_columns_is_counted_in_flat_memory(tmp_path, quo
 def test_the_header_ends_where_the_rules_end_its_record(tmp_path, text, headings, rows):
     report = validate_csv(write(tmp_path, text))
     assert (report.headings, report.rows, report.errors) == (headings, rows, [])
+
+
+@pytest.mark.parametrize("target", ["/proc/self/status", "/proc/self/mountinfo"])
+def test_a_file_whose_size_reads_zero_but_holds_data_is_reported_naming_it(tmp_path, target):
+    """/proc files have size 0 and content, as a file still being written can: a report, not a bare ValueError."""
+    path = tmp_path / "live.csv"
+    path.symlink_to(target)
+    report = validate_csv(path)
+    assert not report.ok and not report.read
+    (problem,) = report.errors
+    assert problem.code == "unreadable"
+    assert str(path) in problem.message and "still being written" in problem.message
+    assert "copy it to a regular file" in problem.message
+    assert report.summary() == "validated live.csv: not read: 1 problem"
