@@ -5,9 +5,10 @@ import from here what is not the same on all of them, instead of testing version
 catching ``ImportError`` themselves:
 
 * ``conf``: ``airflow.sdk`` has it from 3.2; on 3.1 it is ``airflow.configuration.conf``.
-* ``AirflowException``, ``AirflowFailException``, ``AirflowSkipException``: the Task SDK's
-  own from 3.2. On 3.1 ``airflow.sdk.exceptions`` lacks the last two and the task runner
-  catches ``airflow.exceptions``' classes, so those are the ones a task must raise there.
+* ``AirflowException``, ``AirflowFailException``, ``AirflowSkipException``, ``TaskDeferred``: the
+  Task SDK's own from 3.2. On 3.1 ``airflow.sdk.exceptions`` lacks the last three and the task
+  runner catches (and ``defer()`` raises) ``airflow.exceptions``' classes, so those are the ones
+  a task must raise, and catch, there.
 * :func:`newest_asset_events`: a task reads any asset's events, newest first, through the
   Task SDK's ``InletEventsAccessor`` from 3.2; 3.1 has no such accessor, only the message
   under it, which returns every event, oldest first.
@@ -33,13 +34,14 @@ AIRFLOW_V_3_3_PLUS = get_base_airflow_version_tuple() >= (3, 3, 0)
 
 if AIRFLOW_V_3_2_PLUS:
     from airflow.sdk import conf
-    from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
+    from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException, TaskDeferred
 else:
     from airflow.configuration import conf  # type: ignore[assignment]  # 3.1's config object, the same API
     from airflow.exceptions import (  # type: ignore[no-redef]  # 3.1's classes, which its task runner catches
         AirflowException,
         AirflowFailException,
         AirflowSkipException,
+        TaskDeferred,
     )
 
 if AIRFLOW_V_3_3_PLUS:
@@ -74,6 +76,7 @@ __all__ = [
     "AirflowFailException",
     "AirflowSkipException",
     "ResumableJobMixin",
+    "TaskDeferred",
     "conf",
     "newest_asset_events",
 ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -116,21 +117,6 @@ def test_retry_after_a_timed_out_wait_reattaches(dags_module, datatables_conn, s
     assert str(ti.state) == "success" and ti.try_number == 2
     assert imports_since(emulator, stats) == 1
     assert stats["credits"] - emulator.credits() == 1
-
-
-def test_below_airflow_3_3_the_retry_reattaches_through_a_variable(dags_module, datatables_conn, stats, tmp_path):
-    """The stand-in for ResumableJobMixin keeps the job in a Variable keyed by the task instance."""
-    emulator = datatables_conn
-    emulator.set_processing_delay(3.0)
-    dag_run = run(dags_module, "dt_import_retry_legacy", file_path=str(orders_csv(tmp_path)))
-
-    ti = dag_run.get_task_instance("import")
-    assert str(ti.state) == "success" and ti.try_number == 2
-    assert imports_since(emulator, stats) == 1
-    from airflow.models.variable import Variable
-
-    key = f"airflow_tables.state.dt_import_retry_legacy.{dag_run.run_id}.import.-1.datatables_table"
-    assert json.loads(Variable.get(key))["card_id"] == xcom(dag_run, "import")
 
 
 def test_retry_after_a_lost_import_answer_adopts_the_table(dags_module, datatables_conn, stats, tmp_path):
@@ -313,3 +299,209 @@ def test_openlineage_facets_name_the_file_and_the_table(dags_module, datatables_
     assert [(d.namespace, d.name) for d in lineage.outputs] == [
         (f"datatables://{host}", f"{datatables_conn.project_id}/{card_id}")
     ]
+
+
+# -- issue 24: nothing left behind, and refusals no retry can change -------------------------------
+
+
+def durable_variables(dag_id: str) -> list[str]:
+    """The keys of every Variable the import's notes below Airflow 3.3 use, for one DAG's runs."""
+    from airflow.models.variable import Variable
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        return list(session.scalars(select(Variable.key).where(Variable.key.like(f"airflow_tables.state.{dag_id}.%"))))
+
+
+def task_state_store(dag_run, task_id: str) -> dict:
+    """What Airflow 3.3's task state store holds for a task instance (key to expiry)."""
+    from airflow.models.task_state_store import TaskStateStoreModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        rows = session.scalars(
+            select(TaskStateStoreModel).where(
+                TaskStateStoreModel.dag_id == dag_run.dag_id,
+                TaskStateStoreModel.run_id == dag_run.run_id,
+                TaskStateStoreModel.task_id == task_id,
+            )
+        )
+        return {row.key: row.expires_at for row in rows}
+
+
+def ended_once(dag_run, task_id: str, emulator, credits: int, posts: int) -> object:
+    """The task failed on its first try (its retry unused); ``posts`` imports were sent, no credit spent."""
+    ti = dag_run.get_task_instance(task_id)
+    assert str(ti.state) == "failed" and ti.try_number == 1, (ti.state, ti.try_number)
+    sent = [r for r in emulator.stats()["requests"] if r["method"] == "POST" and "/data/import" in r["path"]]
+    assert len(sent) == posts, sent
+    assert emulator.credits() == credits
+    return ti
+
+
+@pytest.mark.parametrize("dag_id", ["dt_import_notes", "dt_import_notes_legacy"])
+def test_a_retry_after_a_lost_answer_resumes_and_no_note_outlives_the_task(
+    dags_module, datatables_conn, stats, tmp_path, dag_id
+):
+    """Point 8: the notes survive between tries (so the retry adopts the table) and go when the task ends."""
+    from airflow_tables.version_compat import AIRFLOW_V_3_3_PLUS
+
+    emulator = datatables_conn
+    emulator.set_faults([{"methods": ["POST"], "path": "/data/import", "drop": "after", "times": 1}])
+    notes = tmp_path / "notes.json"
+    dag_run = run(dags_module, dag_id, file_path=str(orders_csv(tmp_path, "noted.csv")), notes_file=str(notes))
+
+    ti = dag_run.get_task_instance("import")
+    assert str(ti.state) == "success" and ti.try_number == 2
+    assert imports_since(emulator, stats) == 1 and stats["credits"] - emulator.credits() == 1
+    between = json.loads(notes.read_text())
+    assert between["try_number"] == 1
+    # The first try's note of the import it sent, read by the second try to adopt the table.
+    if AIRFLOW_V_3_3_PLUS:  # the task state store holds it; no Variable is ever written for it
+        note = between["task_state_store"]["datatables_import_sent"]
+        assert between["variables"] == {"datatables_table": None, "datatables_import_sent": None}
+        if dag_id == "dt_import_notes":  # the SDK's ResumableJobMixin kept the job there, as 3.3 does
+            assert "datatables_table" in task_state_store(dag_run, "import")
+    else:
+        note = between["variables"]["datatables_import_sent"]
+        assert between["task_state_store"] is None
+    assert note["file"] == "noted.csv"
+    assert durable_variables(dag_id) == []
+
+
+def test_below_airflow_3_3_a_timed_out_wait_resumes_through_a_variable_then_removes_it(
+    dags_module, datatables_conn, stats, tmp_path
+):
+    """The stand-in for ResumableJobMixin keeps the job in a Variable keyed by the task instance, while needed."""
+    emulator = datatables_conn
+    emulator.set_processing_delay(3.0)
+    notes = tmp_path / "notes.json"
+    dag_run = run(dags_module, "dt_import_notes_legacy", file_path=str(orders_csv(tmp_path)), notes_file=str(notes))
+
+    ti = dag_run.get_task_instance("import")
+    assert str(ti.state) == "success" and ti.try_number == 2
+    assert imports_since(emulator, stats) == 1
+    assert json.loads(notes.read_text())["variables"]["datatables_table"]["card_id"] == xcom(dag_run, "import")
+    assert durable_variables("dt_import_notes_legacy") == []
+
+
+@pytest.mark.parametrize("ending", ["failed twice", "read badly"])
+def test_a_task_that_fails_for_good_leaves_no_variable(dags_module, datatables_conn, stats, tmp_path, ending):
+    """Point 8: a final failure (no try left, or one not retried) removes the notes too."""
+    emulator = datatables_conn
+    if ending == "failed twice":
+        emulator.set_processing_delay(300.0)  # both tries' waits (1.5 s) time out, however slow the tries
+    else:
+        emulator.set_fail_readings(1)
+    dag_run = run(dags_module, "dt_import_notes_legacy", file_path=str(orders_csv(tmp_path)), notes_file="/dev/null")
+
+    ti = dag_run.get_task_instance("import")
+    assert str(ti.state) == "failed" and ti.try_number == (2 if ending == "failed twice" else 1)
+    assert imports_since(emulator, stats) == 1
+    assert durable_variables("dt_import_notes_legacy") == []
+
+
+@pytest.fixture
+def broke_emulator(tmp_path, monkeypatch):
+    """An emulator of the test's own whose organisation has no credit left, as the default connection."""
+    from airflow_tables.emulator.testing import EmulatorProcess, make_test_config
+
+    with EmulatorProcess(config=make_test_config(credits=0)) as emulator:
+        conn = {"conn_type": "datatables", "host": emulator.base_url, "password": emulator.api_key}
+        conn["extra"] = {"project_id": emulator.project_id, "retry_backoff": 0.02}
+        monkeypatch.setenv("AIRFLOW_CONN_DATATABLES_DEFAULT", json.dumps(conn))
+        yield emulator
+
+
+def test_no_credit_fails_at_once_without_sending_again(dags_module, broke_emulator, tmp_path, capfd):
+    """Point 13: a 402 cannot change by retrying; the file is sent once, the task fails without retry."""
+    dag_run = run(dags_module, "dt_import_once", file_path=str(orders_csv(tmp_path)))
+
+    ended_once(dag_run, "import", broke_emulator, 0, posts=1)
+    log = "".join(capfd.readouterr())
+    assert "no import credit left" in log and "not retried" in log
+
+
+def test_a_key_that_may_not_import_fails_at_once(dags_module, datatables_conn, monkeypatch, tmp_path, capfd):
+    """Point 13: a 403 on the import (a read-only key) is not retried."""
+    conn = {"conn_type": "datatables", "host": datatables_conn.base_url, "password": datatables_conn.read_only_key}
+    conn["extra"] = {"project_id": datatables_conn.project_id}
+    monkeypatch.setenv("AIRFLOW_CONN_DATATABLES_DEFAULT", json.dumps(conn))
+    datatables_conn.reset_stats()
+    credits = datatables_conn.credits()
+    dag_run = run(dags_module, "dt_import_once", file_path=str(orders_csv(tmp_path)))
+
+    ended_once(dag_run, "import", datatables_conn, credits, posts=1)
+    log = "".join(capfd.readouterr())
+    assert "may not import" in log and "'datatables_default'" in log and datatables_conn.read_only_key not in log
+
+
+def test_a_file_the_service_refuses_unvalidated_fails_at_once(dags_module, datatables_conn, stats, tmp_path, capfd):
+    """Point 13: with validate=False the service's 422 is the first word on the file; the file will not change."""
+    bad = tmp_path / "ragged.csv"
+    bad.write_text("a,b\n1,2\n3\n", encoding="utf-8")
+    dag_run = run(dags_module, "dt_import_unvalidated", file_path=str(bad))
+
+    ended_once(dag_run, "import", datatables_conn, stats["credits"], posts=1)
+    assert "validate=True" in "".join(capfd.readouterr())
+
+
+def test_replacing_a_table_the_list_shows_locked_sends_nothing(dags_module, datatables_conn, stats, tmp_path, capfd):
+    """Point 13: the look before the replace already shows a live connection feeding the table."""
+    card_id = datatables_conn.connector_card_id
+    dag_run = run(dags_module, "dt_replace_once", card_id=card_id, file_path=str(orders_csv(tmp_path)))
+
+    ended_once(dag_run, "replace", datatables_conn, stats["credits"], posts=0)
+    log = "".join(capfd.readouterr())
+    assert "Salesforce" in log and "nothing was sent" in log
+
+
+@pytest.mark.parametrize(
+    ("file_path", "says"),
+    [
+        (None, "file_path is None"),
+        (["a.csv", "b.csv"], "file_path is a list"),
+        ("{path}\n", r"orders.csv\n'"),
+        (" {path}", "surrounding whitespace"),
+        ("", "file_path is ''"),
+    ],
+    ids=["None", "list", "newline", "space", "empty"],
+)
+def test_a_file_path_that_rendered_wrong_fails_before_any_request(
+    dags_module, datatables_conn, stats, tmp_path, capfd, file_path, says
+):
+    """Point 14: refused with the path as it rendered (repr), without retry and before any request."""
+    path = orders_csv(tmp_path)
+    if isinstance(file_path, str):
+        file_path = file_path.format(path=path)
+    dag_run = run(dags_module, "dt_import_native", file_path=file_path)
+
+    ended_once(dag_run, "import", datatables_conn, stats["credits"], posts=0)
+    assert datatables_conn.stats()["requests"] == []
+    log = "".join(capfd.readouterr())
+    assert says in log and "TypeError" not in log
+
+
+def test_missing_ok_says_which_department_it_looked_in(dags_module, datatables_conn, tmp_path, caplog, capfd):
+    """Point 17: a table living in another department is not deleted; the log names the department checked."""
+    from airflow_tables.hooks.tables import DataTablesHook
+
+    elsewhere = DataTablesHook().import_csv(datatables_conn.other_project_id, orders_csv(tmp_path))
+    with caplog.at_level(logging.INFO):
+        dag_run = run(dags_module, "dt_delete_missing_ok", card_id=elsewhere)
+    assert state(dag_run, "delete") == "success"
+    text = caplog.text + "".join(capfd.readouterr())
+    assert f"department {datatables_conn.project_id}" in text
+    assert "project_id extra of connection 'datatables_default'" in text and "other departments" in text
+    assert elsewhere in {c["CardID"] for c in datatables_conn.list_cards(datatables_conn.other_project_id)}
+
+
+def test_a_missing_table_names_the_department_and_where_it_came_from(dags_module, datatables_conn, capfd):
+    """Point 17, without missing_ok: the failure says the same."""
+    missing = "CRD-00000000-0000-4000-8000-00000000d1ff"
+    dag_run = run(dags_module, "dt_delete_fail", card_id=missing)
+    assert state(dag_run, "delete") == "failed"
+    log = "".join(capfd.readouterr())
+    assert f"department {datatables_conn.project_id} (the project_id extra of connection 'datatables_default')" in log

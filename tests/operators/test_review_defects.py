@@ -59,10 +59,14 @@ def test_the_hook_calls_a_refused_delete_of_a_table_being_read_busy_not_locked(c
 
 def test_replacing_a_connector_table_fails_at_once_without_sending_again(dags_module, counted, tmp_path):
     emulator = counted
+    emulator.set_connector_status(emulator.connector_card_id, "paused")  # not locked: the service has the say
     credits = emulator.credits()
-    dag_run = run(
-        dags_module, "dt_replace_once", card_id=emulator.connector_card_id, file_path=str(orders_csv(tmp_path))
-    )
+    try:
+        dag_run = run(
+            dags_module, "dt_replace_once", card_id=emulator.connector_card_id, file_path=str(orders_csv(tmp_path))
+        )
+    finally:  # the shared emulator's other tests expect the connection live
+        emulator.set_connector_status(emulator.connector_card_id, "active")
 
     ti = dag_run.get_task_instance("replace")
     assert str(ti.state) == "failed" and ti.try_number == 1  # AirflowFailException: retries=1 not used

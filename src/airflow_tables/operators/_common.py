@@ -46,3 +46,10 @@ class DataTablesTaskMixin:
                 "has no project_id extra"
             )
         return default
+
+    @property
+    def department_origin(self) -> str:
+        """Where :attr:`department` came from, for messages that say which department was looked at."""
+        if self.project_id is not None:
+            return "the task's project_id"
+        return f"the project_id extra of connection {self.datatables_conn_id!r}"

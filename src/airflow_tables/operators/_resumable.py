@@ -7,13 +7,16 @@ import. Below 3.3 there is no task state store, and the stand-in of
 spend a credit per retry. Here, below 3.3, the same decisions are taken over an Airflow
 Variable keyed by the task instance (Airflow clears a task's XComs when it retries, so
 XCom cannot hold it). :func:`durable_store` gives the operators that same store for
-their own notes (an import whose answer was lost). Which mixin the operators get is
-decided in :mod:`airflow_tables.version_compat`.
+their own notes (an import whose answer was lost), and :func:`forgotten_when_ended` deletes
+those Variables once no later try can read them. Which mixin the operators get is decided
+in :mod:`airflow_tables.version_compat`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Collection, Iterator
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk.bases.operator import BaseOperatorMeta
@@ -30,29 +33,89 @@ class _VariableStore:
 
     def __init__(self, context: Context) -> None:
         ti = context["ti"]
-        self._prefix = f"airflow_tables.state.{ti.dag_id}.{ti.run_id}.{ti.task_id}.{ti.map_index}."
+        self.prefix = f"airflow_tables.state.{ti.dag_id}.{ti.run_id}.{ti.task_id}.{ti.map_index}."
 
     def get(self, key: str) -> Any:
         from airflow.sdk import Variable
 
-        value = Variable.get(self._prefix + key, default=None)
+        value = Variable.get(self.prefix + key, default=None)
         return None if value is None else json.loads(value)
 
     def set(self, key: str, value: Any) -> None:
         from airflow.sdk import Variable
 
-        Variable.set(self._prefix + key, json.dumps(value))
+        Variable.set(self.prefix + key, json.dumps(value))
 
     def delete(self, key: str) -> None:
         from airflow.sdk import Variable
 
-        Variable.delete(self._prefix + key)
+        Variable.delete(self.prefix + key)
 
 
 def durable_store(context: Context) -> Any:
     """The task instance's store that outlives its tries: the task state store, or Variables below 3.3."""
     store = context.get("task_state_store")
     return store if store is not None else _VariableStore(context)
+
+
+@contextlib.contextmanager
+def forgotten_when_ended(context: Context, task: Any, notes: Collection[str]) -> Iterator[None]:
+    """Run a step of ``task`` (``execute``, a resume); once the task instance has ended, delete its Variables.
+
+    Unlike the task state store (whose rows expire and go with their DAG run), a Variable stays
+    for ever: 1,000 mapped imports a day would leave 1,000 to 2,000 of them a day. Only a later
+    try of the same task instance reads them, so they go when there will be none: the task
+    succeeded, was skipped, or failed with no try left (``AirflowFailException`` is never
+    retried). They stay while it defers (the resume reads the job) and while a retry may follow.
+    A worker killed outright runs nothing: its notes stay until a later try of that task instance
+    ends. ``notes`` are the keys the task keeps through :func:`durable_store`; the job of
+    :class:`DurableJobMixin` is added when ``task`` is one. Nothing is done where no Variable is used.
+    """
+    keys = _variable_notes(context, task, notes)
+    if not keys:
+        yield
+        return
+    from airflow_tables.version_compat import TaskDeferred
+
+    try:
+        yield
+    except TaskDeferred:
+        raise
+    except BaseException as err:
+        if _ends_task_instance(err, context):
+            _forget(context, keys)
+        raise
+    _forget(context, keys)
+
+
+def _variable_notes(context: Context, task: Any, notes: Collection[str]) -> list[str]:
+    """The keys among a task's notes that live in Variables (see :func:`durable_store`)."""
+    keys = [] if context.get("task_state_store") is not None else list(notes)
+    if isinstance(task, DurableJobMixin) and task.durable:
+        keys.append(task.external_id_key)
+    return keys
+
+
+def _ends_task_instance(err: BaseException, context: Context) -> bool:
+    """Whether the try failing with ``err`` is the task instance's last (as the task runner decides on < 3.3)."""
+    from airflow_tables.version_compat import AirflowFailException, AirflowSkipException
+
+    if isinstance(err, (AirflowFailException, AirflowSkipException)):
+        return True
+    ti = context["ti"]
+    return ti.try_number > ti.max_tries
+
+
+def _forget(context: Context, keys: list[str]) -> None:
+    """Delete the notes; a failure to do so is logged, never the task's outcome (nothing would read them)."""
+    import logging
+
+    store = _VariableStore(context)
+    for key in keys:
+        try:
+            store.delete(key)
+        except Exception as err:
+            logging.getLogger(__name__).warning("could not delete the Variable %s%s: %s", store.prefix, key, err)
 
 
 class DurableJobMixin:
@@ -102,4 +165,4 @@ class DurableJobMixin:
         return self.get_job_result(external_id, context)
 
 
-__all__ = ["DurableJobMixin", "durable_store"]
+__all__ = ["DurableJobMixin", "durable_store", "forgotten_when_ended"]

@@ -19,7 +19,7 @@ from airflow_tables.hooks.status import REPLACEMENT_SPACING, TableStatus, TableW
 from airflow_tables.links import DataTablesTableLink, table_url
 from airflow_tables.operators import _waiting
 from airflow_tables.operators._common import DataTablesTaskMixin
-from airflow_tables.operators._resumable import durable_store
+from airflow_tables.operators._resumable import durable_store, forgotten_when_ended
 from airflow_tables.version_compat import (
     AirflowException,
     AirflowFailException,
@@ -39,6 +39,8 @@ _DEFERRABLE = conf.getboolean("operators", "default_deferrable", fallback=False)
 TABLES_ALIAS = AssetAlias(name=ALIAS_NAME, group="datatables")
 #: The durable note of an import sent but not yet answered (see ``_adopt_lost_import``).
 _PENDING_KEY = "datatables_import_sent"
+#: Every note the import keeps in ``durable_store`` beside its job (removed once the task has ended).
+_NOTES = (_PENDING_KEY,)
 
 
 class _DataTablesOperator(DataTablesTaskMixin, BaseOperator):
@@ -161,17 +163,18 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
     # -- the steps ----------------------------------------------------------------------------
 
     def execute(self, context: Context) -> str:
-        # The "Open table" link reads this XCom when the task ends; until the service accepts the
-        # file there is no table, and a link with no XCom at all logs an error.
-        context["ti"].xcom_push(key=DataTablesTableLink().xcom_key, value="")
-        self._check_arguments()
-        self.execute_resumable(context)
-        # Every path through execute_resumable published the job it ended with (_publish).
-        job = self._job
-        if job is None:
-            raise AirflowException(f"{self.task_id}: the import ended without a table; this is a bug")
-        self._record_asset_event(context, job)
-        return job["card_id"]
+        with forgotten_when_ended(context, self, _NOTES):  # below 3.3 the notes are Variables
+            # The "Open table" link reads this XCom when the task ends; until the service accepts the
+            # file there is no table, and a link with no XCom at all logs an error.
+            context["ti"].xcom_push(key=DataTablesTableLink().xcom_key, value="")
+            self._check_arguments()
+            self.execute_resumable(context)
+            # Every path through execute_resumable published the job it ended with (_publish).
+            job = self._job
+            if job is None:
+                raise AirflowException(f"{self.task_id}: the import ended without a table; this is a bug")
+            self._record_asset_event(context, job)
+            return job["card_id"]
 
     def submit_job(self, context: Context) -> JsonValue:
         """Check the file, then import it once; return what a retry needs to find the table again.
@@ -224,7 +227,7 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
         if job is None and fingerprint is not None:
             job = self._unchanged(project, fingerprint)
         if job is None:
-            job = self._import(project, store, source)
+            job = self._import_once(project, store, source)
         job["fingerprint"] = fingerprint
         self._publish(context, job)
         return job
@@ -270,13 +273,14 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> str:
         """Resume after the trigger: the CardID when the table was read well, else fail closed."""
-        summary = _waiting.resolve_event(event)
-        self._log_ready(summary)
-        job = durable_store(context).get(self.external_id_key)  # kept by the try that deferred
-        if not isinstance(job, dict) or job.get("card_id") != event["card_id"]:
-            job = _job(self.department, event["card_id"], None)
-        self._record_asset_event(context, job)
-        return event["card_id"]
+        with forgotten_when_ended(context, self, _NOTES):
+            summary = _waiting.resolve_event(event)
+            self._log_ready(summary)
+            job = durable_store(context).get(self.external_id_key)  # kept by the try that deferred
+            if not isinstance(job, dict) or job.get("card_id") != event["card_id"]:
+                job = _job(self.department, event["card_id"], None)
+            self._record_asset_event(context, job)
+            return event["card_id"]
 
     # -- checks before any request ------------------------------------------------------------
 
@@ -284,8 +288,8 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
         """Fail the task, without retry and before any request, on arguments that rendered wrong."""
         from airflow_tables.hooks._http import card_id_problem
 
-        problem = None
-        if self.replaces:
+        problem = _file_path_problem(self.file_path)
+        if problem is None and self.replaces:
             problem = card_id_problem(self.card_id)
         if problem is None:
             try:
@@ -338,6 +342,43 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
 
     # -- sending the file once ----------------------------------------------------------------
 
+    def _import_once(self, project: str, store: Any, source: Source) -> dict:
+        """:meth:`_import`, failing without retry on a refusal that no later try could change."""
+        from airflow_tables.exceptions import DataTablesError
+
+        try:
+            return self._import(project, store, source)
+        except DataTablesError as err:
+            why = self._final_refusal(err, project)
+            if why is None:
+                raise
+            raise AirflowFailException(
+                f"{why}; not retried (a retry would send the same file and be refused the same way), and no credit "
+                "was spent"
+            ) from None
+
+    def _final_refusal(self, err: Exception, project: str) -> str | None:
+        """What to say of a refusal that depends on the key, the organisation or the file, not on the moment."""
+        from airflow_tables import exceptions as e
+
+        conn = f"connection {self.datatables_conn_id!r}"
+        if isinstance(err, e.DataTablesAuthenticationError):
+            return f"the service does not accept the API key of {conn} ({err.msg}); correct it, then clear the task"
+        if isinstance(err, e.DataTablesPermissionError):
+            return (
+                f"the API key of {conn} may not import into department {project}: importing needs permission to "
+                f"manage data there ({err.msg}); use a key that has it, then clear the task"
+            )
+        if isinstance(err, e.DataTablesCreditsError):
+            return (
+                f"the organisation of the API key of {conn} has no import credit left ({err.msg}); each import "
+                "uses one: add credit, then clear the task"
+            )
+        if isinstance(err, (e.DataTablesRejectedFileError, e.DataTablesBadRequestError)):
+            check = "" if self.validate else " (validate=True finds what the service refuses before any request)"
+            return f"the service refused {self.file_path} ({err.msg}); correct the file{check}, then clear the task"
+        return None
+
     def _import(self, project: str, store: Any, source: Source) -> dict:
         """Send the file once; return the job: the CardID and, for a replacement, the previous completion time."""
         if not self.replaces:
@@ -357,6 +398,7 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
         def send(look: Look) -> dict:
             if look.status is TableStatus.GONE:
                 raise AirflowFailException(f"cannot replace {card_id}: it is not in department {project}")
+            _refuse_if_connected(look)
             replaced_after = (look.summary or {}).get("UploadCompletionTime")
             # The replacement rule of hooks.status: a second after the look that saw the last read end.
             time.sleep(max(0.0, look.seen_at + REPLACEMENT_SPACING - time.monotonic()))
@@ -630,11 +672,19 @@ class DataTablesDeleteOperator(_DataTablesOperator):
             raise AirflowFailException(f"the service refused to delete {self.card_id}: {err.msg}") from None
 
     def _missing(self, project: str) -> None:
+        # The department is all that was looked at: a table of that id elsewhere lives on, so say which.
+        where = f"department {project} ({self.department_origin})"
         if self.missing_ok:
-            self.log.info("Table %s is not in department %s; nothing to delete (missing_ok)", self.card_id, project)
+            self.log.info(
+                "Table %s is not in %s; nothing to delete (missing_ok). No other department was looked at: a table "
+                "of this id in other departments is left as it is",
+                self.card_id,
+                where,
+            )
             return
         raise AirflowFailException(
-            f"table {self.card_id} is not in department {project} (pass missing_ok=True to allow)"
+            f"table {self.card_id} is not in {where}; no other department was looked at. Check the card_id and "
+            "the project_id (or pass missing_ok=True to allow a missing table)"
         )
 
     def _locked(self, summary: dict, reason: str = "") -> None:
@@ -646,6 +696,48 @@ class DataTablesDeleteOperator(_DataTablesOperator):
         if self.if_locked == "skip":
             raise AirflowSkipException(message)
         raise AirflowFailException(f"{message}. Pause the connection first, or pass if_locked='skip'.")
+
+
+def _file_path_problem(file_path: Any) -> str | None:
+    """What is wrong with a ``file_path`` as it rendered, shown with ``repr`` so that a stray newline shows."""
+    from airflow_tables.sources.storage import is_storage_path
+
+    if file_path is None:
+        return "file_path is None (a template or an upstream task gave no path); name the CSV to import"
+    if is_storage_path(file_path):
+        return None
+    if not isinstance(file_path, (str, os.PathLike)):
+        shown = repr(file_path)
+        shown = shown if len(shown) <= 200 else shown[:199] + "…"
+        return (
+            f"file_path is a {type(file_path).__name__} ({shown}), not one path; to import each file of a list, "
+            "map the operator: DataTablesImportOperator.partial(...).expand(file_path=...)"
+        )
+    text = os.fspath(file_path)
+    if not isinstance(text, str) or not text.strip():
+        return f"file_path is {text!r}; name the CSV to import"
+    if text != text.strip():
+        return (
+            f"file_path {text!r} has surrounding whitespace (a line break from a template, a file or an XCom?); "
+            "no file is named so: strip it where the path is made"
+        )
+    return None
+
+
+def _refuse_if_connected(look: Look) -> None:
+    """Fail, before anything is sent, a replace of a table the look shows fed by a live connection.
+
+    Such a table's data comes from the connected system; the service refuses an upload in its
+    place (409), and would refuse it on every retry. A paused connection is left to the service.
+    """
+    summary = look.summary or {}
+    if summary.get("LockedFromDelete") is True or summary.get("ConnectorStatus") == "active":
+        source = summary.get("ConnectorSource") or "a connected system"
+        raise AirflowFailException(
+            f"cannot replace {look.watch.card_id} ({summary.get('CardName')}): it is fed by an active connection to "
+            f"{source} (LockedFromDelete is true), and the service takes no upload in its place; nothing was sent. "
+            "Pause the connection first, or import the file as a table of its own."
+        )
 
 
 def _job(project_id: str, card_id: str, replaced_after: str | None) -> dict:

@@ -144,3 +144,74 @@ for suffix in ("", "_other"):
 # A file in Windows-1252, converted to UTF-8 on upload (tests/sources/test_storage.py).
 with _dag("dt_import_cp1252"):
     DataTablesImportOperator(task_id="import", file_path="{{ params.file_path }}", encoding="cp1252", **FAST)
+
+# Hardening (issue 24). Refusals that no retry can change: retries on, so a retry would show.
+with _dag("dt_import_once"):
+    DataTablesImportOperator(task_id="import", file_path="{{ params.file_path }}", timeout=60, **RETRY)
+with _dag("dt_import_unvalidated"):
+    DataTablesImportOperator(task_id="import", file_path="{{ params.file_path }}", validate=False, timeout=60, **RETRY)
+# A file_path rendered as a native object (None, a list) instead of a string.
+with DAG(
+    "dt_import_native",
+    schedule=None,
+    start_date=START,
+    catchup=False,
+    params={"file_path": ""},
+    render_template_as_native_obj=True,
+) as _native_dag:
+    DataTablesImportOperator(task_id="import", file_path="{{ params.file_path }}", timeout=60, **RETRY)
+DAGS["dt_import_native"] = _native_dag
+
+
+def _record_notes(context) -> None:
+    """on_retry_callback: write down where the task's notes are between its tries (the test reads the file).
+
+    Airflow 3.3's task state store is read from the metadata database: the callback's own
+    ``task_state_store`` is keyed by the id of the try that ended, which no longer names the
+    task instance once it is up for retry. (dag.test() runs the callback in the test's process.)
+    """
+    import json
+
+    from airflow_tables.operators._resumable import _VariableStore
+    from airflow_tables.operators.tables import _PENDING_KEY
+
+    ti = context["ti"]
+    keys = (context["task"].external_id_key, _PENDING_KEY)
+    variables = _VariableStore(context)
+    state = None
+    if context.get("task_state_store") is not None:
+        from airflow.models.task_state_store import TaskStateStoreModel
+        from airflow.utils.session import create_session
+        from sqlalchemy import select
+
+        with create_session() as session:
+            rows = session.scalars(
+                select(TaskStateStoreModel).where(
+                    TaskStateStoreModel.dag_id == ti.dag_id,
+                    TaskStateStoreModel.run_id == ti.run_id,
+                    TaskStateStoreModel.task_id == ti.task_id,
+                )
+            )
+            state = {row.key: json.loads(row.value) for row in rows}
+    with open(context["params"]["notes_file"], "w") as out:
+        json.dump(
+            {
+                "try_number": ti.try_number,
+                "variables": {key: variables.get(key) for key in keys},
+                "task_state_store": state,
+            },
+            out,
+        )
+
+
+# Where a try's notes live between tries, and that nothing is left behind once the task has ended.
+for _name, _operator in (("", DataTablesImportOperator), ("_legacy", LegacyImportOperator)):
+    with _dag(f"dt_import_notes{_name}") as _notes_dag:
+        _notes_dag.params["notes_file"] = ""
+        _operator(
+            task_id="import",
+            file_path="{{ params.file_path }}",
+            timeout=1.5,
+            on_retry_callback=_record_notes,
+            **RETRY,
+        )
