@@ -92,13 +92,32 @@ convert(const unsigned char *src, Py_ssize_t n, const unsigned char *table, int 
     return out;
 }
 
+/* Why the table cannot be applied, or NULL. convert() trusts each entry's length to size its writes
+ * (the target holds 3 bytes a source byte), so a length past 3 would write beyond it: the public
+ * builder (sources/transcode.py) never makes one, but a hand-made table is refused, not trusted. */
+static const char *
+table_problem(const unsigned char *table, int ascii_same)
+{
+    for (int b = 0; b < 256; b++) {
+        const unsigned char *entry = table + ENTRY_SIZE * b;
+        unsigned char length = entry[3] & (unsigned char)~UNDEFINED;
+        if (length < 1 || length > 3)
+            return "every table entry's length (its fourth byte, without 0x80) must be 1 to 3";
+        if (ascii_same && b < 0x80 && (entry[0] != b || entry[3] != 1))
+            return "ascii_same needs the table to map every byte under 0x80 to itself";
+    }
+    return NULL;
+}
+
 PyDoc_STRVAR(single_byte_to_utf8_doc,
 "single_byte_to_utf8(source, table, ascii_same, target) -> (written, first_bad)\n\n"
 "Convert ``source`` (bytes of a single-byte code page) to UTF-8 by ``table`` (256 entries\n"
 "of 4 bytes: the UTF-8 bytes, then their count, with 0x80 set for a byte the code page\n"
 "does not define). ``ascii_same`` says bytes under 0x80 map to themselves (runs of them\n"
 "are copied as they are). ``target`` is a writable buffer of at least 3 * len(source) bytes, or None\n"
-"to only count. ``first_bad`` is the offset of the first undefined byte, or -1.");
+"to only count. ``first_bad`` is the offset of the first undefined byte, or -1. A table\n"
+"whose lengths are not 1 to 3, or not ASCII's own where ``ascii_same`` says so, is refused\n"
+"(ValueError).");
 
 static PyObject *
 single_byte_to_utf8(PyObject *module, PyObject *args)
@@ -112,6 +131,11 @@ single_byte_to_utf8(PyObject *module, PyObject *args)
         return NULL;
     if (table.len != 256 * ENTRY_SIZE) {
         PyErr_SetString(PyExc_ValueError, "the table must have 256 entries of 4 bytes");
+        goto fail;
+    }
+    const char *problem = table_problem(table.buf, ascii_same);
+    if (problem) {
+        PyErr_SetString(PyExc_ValueError, problem);
         goto fail;
     }
     if (target_obj != Py_None) {
