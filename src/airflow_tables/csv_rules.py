@@ -399,11 +399,20 @@ def name_columns(headings: list[str]) -> list[str]:
 def check_file_name(path: str | os.PathLike) -> Problem | None:
     """Return a problem when the name would be refused by the service (it must end in ``.csv``)."""
     name = os.path.basename(os.fspath(path))
+    if name.lower().endswith(FILE_SUFFIX + ".gz") and len(name) > len(FILE_SUFFIX + ".gz"):
+        # The service takes no compressed upload; the table is named after the file, so say what to name it.
+        plain = name[: -len(".gz")]
+        plain = plain[: -len(FILE_SUFFIX)] + FILE_SUFFIX
+        return Problem(
+            "file-name",
+            f"the file name {name!r} is that of a gzip-compressed CSV; the service takes only an uncompressed file "
+            f"whose name ends in '.csv'. Decompress it first (gunzip -k {name}) and name it {plain!r}.",
+        )
     if not name.lower().endswith(FILE_SUFFIX):
         return Problem(
             "file-name",
-            f"the file name {name!r} does not end in '.csv'; the service refuses any other name. "
-            "Rename the file (or pass a name ending in .csv).",
+            f"the file name {name!r} does not end in '.csv'; the service refuses any other name, and names "
+            "the table after the file. Rename the file so that it ends in .csv.",
         )
     if len(name) == len(FILE_SUFFIX):
         return Problem(
@@ -447,6 +456,26 @@ def undecodable_problem(line: int, encoding: str, offset: int, bad: bytes) -> Pr
         "the file was written in another encoding, or is damaged. Declare the encoding it was written in "
         "(encoding=...).",
         line=line,
+    )
+
+
+def utf8_declared_wide_problem(encoding: str) -> Problem:
+    """The problem for a UTF-8 file declared as UTF-16 or UTF-32: converted, it is one line of nonsense."""
+    return Problem(
+        "encoding",
+        f"the file is UTF-8, not {encoding}: its first bytes decode as UTF-8 and hold no NUL byte, while in "
+        f"{encoding} every separator and line break has one. Leave encoding= out (UTF-8 is the default).",
+        line=1,
+    )
+
+
+def mojibake_warning(encoding: str, word: str, misread: str) -> Problem:
+    """The warning for a UTF-8 file declared in a single-byte code page: it converts, garbled (``café``: ``cafÃ©``)."""
+    return Problem(
+        "mojibake",
+        f"the file reads as UTF-8 ({word!r}), but encoding={encoding!r} was declared, which turns it into "
+        f"{misread!r} (UTF-8 bytes read as {encoding}). If the file is UTF-8, leave encoding= out; "
+        f"if it really is {encoding}, this warning can be ignored.",
     )
 
 

@@ -8,7 +8,9 @@ the same rules, so what this says is what the emulator does.
 
 from __future__ import annotations
 
+import codecs
 import os
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -162,6 +164,7 @@ def validate_source(
         # Too large to send: not worth copying out of storage to say more.
         return _report(source, errors=[csv_rules.too_large_problem(source.stored_size, limits)])
     try:
+        misread = _utf8_declared_otherwise(source)
         if source.codec is None and not source.is_local_utf8:
             scan = _scan_object(source, limits)
             if scan is not None:
@@ -180,7 +183,43 @@ def validate_source(
         if source.is_local_utf8 and os.path.isdir(source.label):
             reason = "it is a directory, not a file"
         return _unreadable(source.label, reason)
-    return _scanned(source, scan, undecodable)
+    return _scanned(source, scan, undecodable, misread)
+
+
+#: How much of a file in a declared encoding is read again to see whether it is UTF-8 after all.
+MISREAD_SAMPLE_BYTES = 64 * 1024
+_WIDE = ("utf-16", "utf-32")
+_NON_ASCII_WORD = re.compile(r'[^\s,;|"]{0,12}[^\x00-\x7f][^\s,;|"]{0,12}')
+
+
+def _utf8_declared_otherwise(source: Source) -> list[Problem]:
+    """Problems of a UTF-8 file declared in another encoding, from a bounded sample of its stored bytes.
+
+    Only the first :data:`MISREAD_SAMPLE_BYTES` as stored are read (once more, apart from the
+    scan), and only when an encoding is declared, so a plain UTF-8 file pays nothing. When they
+    decode as UTF-8 and hold no NUL byte: declared UTF-16/32 is an error (converted, the file is
+    nonsense); a declared single-byte code page (cp1252, latin-1...) is a ``mojibake`` warning
+    when they hold anything but ASCII (``café`` would be imported as ``cafÃ©``), not an error:
+    the file converts, and a real cp1252 text can look like this.
+    """
+    codec = source.codec
+    if codec is None or not (codec.table is not None or codec.name.startswith(_WIDE)):
+        return []
+    with source.open_stored() as raw:
+        sample = raw.read(MISREAD_SAMPLE_BYTES)
+    try:
+        text = codecs.getincrementaldecoder("utf-8")().decode(sample, final=False)  # the sample may cut a character
+    except UnicodeDecodeError:
+        return []
+    if not text or "\x00" in text:
+        return []
+    if codec.table is None:
+        return [csv_rules.utf8_declared_wide_problem(codec.name)]
+    word = _NON_ASCII_WORD.search(text)
+    if word is None:
+        return []
+    misread = word.group().encode().decode(codec.name, errors="replace")
+    return [csv_rules.mojibake_warning(codec.name, word.group(), misread)]
 
 
 def _scan_object(source: Source, limits: csv_rules.Limits) -> FileScan | None:
@@ -194,16 +233,28 @@ def _scan_object(source: Source, limits: csv_rules.Limits) -> FileScan | None:
     return scan
 
 
-def _scanned(source: Source, scan: FileScan, undecodable: Problem | None = None) -> CsvReport:
-    """The report of a scanned file, under the name it was given, with its first undecodable bytes if any."""
+def _scanned(
+    source: Source, scan: FileScan, undecodable: Problem | None = None, misread: list[Problem] | None = None
+) -> CsvReport:
+    """The report of a scanned file, under the name it was given, with its first undecodable bytes if any.
+
+    ``misread``: what :func:`_utf8_declared_otherwise` found. A file its declared encoding
+    cannot decode has no row count worth a "no data rows" warning (a UTF-8 file read as
+    UTF-16 is one line of nonsense): the encoding is what is wrong, and the errors say so.
+    """
+    misread = misread or []
+    errors = [p for p in misread if p.code != "mojibake"] + ([undecodable] if undecodable else []) + scan.errors
+    warnings = scan.warnings + [p for p in misread if p.code == "mojibake"]
+    if undecodable or any(p.code == "encoding" for p in misread):
+        warnings = [w for w in warnings if w.code != "no-rows"]
     return CsvReport(
         path=source.label,
         size_bytes=scan.size_bytes,
         delimiter=scan.delimiter,
         columns=scan.columns,
         rows=scan.rows,
-        errors=[undecodable, *scan.errors] if undecodable else scan.errors,
-        warnings=scan.warnings,
+        errors=errors,
+        warnings=warnings,
         encoding=source.encoding or scan.encoding,
         line_terminator=scan.line_terminator,
         headings=scan.headings,

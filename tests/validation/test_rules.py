@@ -57,3 +57,21 @@ def test_a_problem_found_further_in_moves_with_its_part_and_survives_json():
     assert problem.moved(lines=10, records=5) == dataclasses.replace(problem, line=13, record=7)
     assert csv_rules.Problem.from_dict(problem.to_dict()) == problem
     assert csv_rules.no_rows_warning().moved(lines=4, records=1).line is None
+
+
+@pytest.mark.parametrize(
+    ("name", "words"),
+    [
+        ("orders.csv.gz", ["Decompress it first", "name it 'orders.csv'"]),
+        ("orders.CSV.GZ", ["Decompress it first", "name it 'orders.csv'"]),
+        ("orders.txt", ["Rename the file so that it ends in .csv"]),
+        ("orders", ["Rename the file so that it ends in .csv"]),
+    ],
+)
+def test_the_file_name_problem_promises_no_option_the_operators_lack(name, words):
+    """There is no argument to send a file under another name (yet): the message must not offer one."""
+    problem = csv_rules.check_file_name(name)
+    assert problem is not None and problem.code == "file-name"
+    assert "pass a name" not in problem.message and "(or " not in problem.message
+    for word in words:
+        assert word in problem.message, problem.message

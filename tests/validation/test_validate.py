@@ -385,3 +385,47 @@ def test_a_file_whose_size_reads_zero_but_holds_data_is_reported_naming_it(tmp_p
     assert str(path) in problem.message and "still being written" in problem.message
     assert "copy it to a regular file" in problem.message
     assert report.summary() == "validated live.csv: not read: 1 problem"
+
+
+_UTF8_ACCENTS = "id,city,note\n1,Zürich,café\n2,Genève,l’été\n"
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-32"])
+def test_a_utf8_file_declared_utf16_says_the_encoding_is_wrong_not_that_it_has_no_rows(tmp_path, encoding):
+    report = validate_csv(write(tmp_path, _UTF8_ACCENTS), encoding=encoding)
+    assert "no-rows" not in {p.code for p in report.warnings}, [str(p) for p in report.warnings]
+    assert report.errors[0].code == "encoding"
+    assert f"the file is UTF-8, not {encoding}" in report.errors[0].message
+    assert "Leave encoding= out" in report.errors[0].message
+
+
+def test_a_real_utf16_file_is_not_called_utf8(tmp_path):
+    report = validate_csv(write(tmp_path, _UTF8_ACCENTS.encode("utf-16")), encoding="utf-16")
+    assert report.ok and report.rows == 2 and report.warnings == []
+
+
+@pytest.mark.parametrize(("encoding", "shown"), [("cp1252", "ZÃ¼rich"), ("latin-1", "ZÃ¼rich"), ("cp437", "Z├╝rich")])
+def test_a_utf8_file_declared_single_byte_is_valid_with_a_mojibake_warning(tmp_path, encoding, shown):
+    report = validate_csv(write(tmp_path, _UTF8_ACCENTS), encoding=encoding)
+    assert report.ok and report.rows == 2
+    (warning,) = report.warnings
+    assert warning.code == "mojibake"
+    assert "'Zürich'" in warning.message and repr(shown) in warning.message
+    assert "leave encoding= out" in warning.message
+
+
+def test_a_real_cp1252_file_and_plain_ascii_get_no_mojibake_warning(tmp_path):
+    assert validate_csv(write(tmp_path, _UTF8_ACCENTS.encode("cp1252")), encoding="cp1252").warnings == []
+    assert validate_csv(write(tmp_path, "id,city\n1,Lisbon\n"), encoding="cp1252").warnings == []
+
+
+def test_the_cli_shows_the_mojibake_warning(tmp_path):
+    path = write(tmp_path, _UTF8_ACCENTS)
+    out = subprocess.run(
+        [sys.executable, "-m", "airflow_tables.cli", "validate", "--encoding", "cp1252", str(path)],
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "OK" in out.stdout.splitlines()[0]
+    assert "warning: the file reads as UTF-8 ('Zürich')" in out.stdout and "'ZÃ¼rich'" in out.stdout

@@ -164,20 +164,27 @@ class Converter:
             pending = state[0] if isinstance(state[0], bytes) else b""
             decoder.setstate(state)
             decoder.errors = "replace"
-            before = decoder.decode((pending + data)[: err.start][len(pending) :], False)
-            decoder.setstate(state)
-            text = decoder.decode(data, final)
+            good = (pending + data)[: err.start][len(pending) :]
+            try:
+                before = decoder.decode(good, False) if good else ""
+                decoder.setstate(state)
+                text = decoder.decode(data, final)
+            except UnicodeError:  # UTF-32 with no mark and bad bytes first: its decoder refuses even "replace"
+                return _strip_bom(self._read_without_mark(data, final), self)
             if self.first_error is None:
                 bad = (pending + data)[err.start : err.end]
                 offset = self.consumed - len(pending) + err.start
                 self.first_error = DecodeError(offset, self.produced + len(_strip_bom(before, self).encode()), bad)
         except UnicodeError:
-            # "utf-16" and "utf-32" need a byte-order mark to start with: read on as little-endian, noted as an error.
-            if self.first_error is None:
-                self.first_error = DecodeError(self.consumed, self.produced, data[:4])
-            self._decoder = codecs.getincrementaldecoder(f"{self.codec.name}-le")("replace")
-            text = self._decoder.decode(data, final)
+            text = self._read_without_mark(data, final)
         return _strip_bom(text, self)
+
+    def _read_without_mark(self, data: bytes, final: bool) -> str:
+        """ "utf-16" and "utf-32" need a byte-order mark to start with: read on as little-endian, noted as an error."""
+        if self.first_error is None:
+            self.first_error = DecodeError(self.consumed, self.produced, data[:4])
+        self._decoder = codecs.getincrementaldecoder(f"{self.codec.name}-le")("replace")
+        return self._decoder.decode(data, final)
 
 
 def _strip_bom(text: str, converter: Converter) -> str:
