@@ -235,3 +235,11 @@ def test_the_operator_refuses_a_file_outside_its_allowed_sources_at_no_cost(
     allowed_run = dag.test(run_conf={"file_path": str(allowed / "orders.csv")}, logical_date=when, run_after=when)
     assert state(allowed_run, "import") == "success"
     assert xcom(allowed_run, "import")
+
+
+@pytest.mark.parametrize(("allowed", "wrong"), [("data/in", "not an absolute directory"), ([], "names no prefix")])
+def test_an_operator_with_a_bad_allowed_sources_fails_when_the_dag_is_parsed(allowed, wrong):
+    from airflow_tables.operators.tables import DataTablesReplaceOperator
+
+    with pytest.raises(ValueError, match=wrong):
+        DataTablesReplaceOperator(task_id="replace", card_id="CRD-x", file_path="x.csv", allowed_sources=allowed)
