@@ -198,9 +198,9 @@ def test_the_validate_command_reads_the_setting_without_importing_airflow(landin
     assert "not an allowed source" in done.stdout
 
 
-def _allowed_dag(allowed: str):
+def _allowed_dag(monkeypatch, allowed: str):
     """The DAG of dag_allowed_sources.py, parsed with ``allowed`` as its operators' allowed_sources."""
-    os.environ["DATATABLES_TEST_ALLOWED"] = allowed
+    monkeypatch.setenv("DATATABLES_TEST_ALLOWED", allowed)
     target = Path(os.environ["AIRFLOW_HOME"]) / "dags" / DAG_FILE.name  # dag.test() runs DAGs from the dags folder
     target.parent.mkdir(parents=True, exist_ok=True)
     shutil.copy(DAG_FILE, target)
@@ -218,8 +218,7 @@ def test_the_operator_refuses_a_file_outside_its_allowed_sources_at_no_cost(
     allowed.mkdir()
     (allowed / "orders.csv").write_bytes(CSV)
     (tmp_path / "secret.csv").write_bytes(CSV)
-    monkeypatch.setenv("DATATABLES_TEST_ALLOWED", str(allowed))
-    dag = _allowed_dag(str(allowed))
+    dag = _allowed_dag(monkeypatch, str(allowed))
     emulator = datatables_conn
     emulator.reset_stats()
     credits = emulator.credits()
