@@ -137,6 +137,8 @@ def scan_stream(
         scan = _scan(cast(BinaryIO, replay), label, size, limits, records)
     except NotPlain:
         return None
+    if not read_to_end and replay.position > size:
+        return None  # more bytes than listed: the object changed, and the copy's read says so exactly
     if read_to_end:
         scan.size_bytes = replay.position
     return scan

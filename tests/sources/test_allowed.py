@@ -156,10 +156,6 @@ def test_a_provider_directory_is_readable_only_inside_its_block(landing, tmp_pat
         open_source(own / "frame.csv")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="hooks/_dataframe.written_csv must read its own temporary CSV inside provider_directory(tmp)",
-)
 def test_import_dataframe_works_under_an_allow_list(landing, hook, emulator):
     import pandas as pd
 

@@ -225,3 +225,16 @@ def test_an_operator_with_an_unknown_encoding_fails_when_the_dag_is_parsed():
 
     with pytest.raises(ValueError, match="unknown encoding 'windows-1252x'"):
         DataTablesImportOperator(task_id="import", file_path="x.csv", encoding="windows-1252x")
+
+
+def test_a_fifo_is_reported_as_not_a_regular_file(tmp_path):
+    """A named pipe is neither missing nor a directory: the report says what it is, and nothing blocks on it."""
+    import os
+
+    fifo = tmp_path / "orders.csv"
+    os.mkfifo(fifo)
+    (problem,) = validate_csv(fifo).errors
+    assert problem.code == "unreadable" and "not a regular file" in problem.message and str(fifo) in problem.message
+    with pytest.raises(SourceError, match="not a regular file") as info:
+        open_source(fifo)
+    assert not isinstance(info.value, SourceNotFoundError)

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_tables import csv_rules
 from airflow_tables.exceptions import CsvValidationError
+from airflow_tables.sources.allowed import provider_directory
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -185,7 +186,7 @@ def written_csv(df: pd.DataFrame, name: str, log: LogLike, *, encoding: str | No
     from airflow_tables.validation import validate_csv
 
     label = f"the DataFrame for {file_name}"
-    with tempfile.TemporaryDirectory(prefix="airflow-tables-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="airflow-tables-") as tmp, provider_directory(tmp):
         path = os.path.join(tmp, file_name)
         # Text quoted, numbers not: a separator inside a value can never be taken for the file's separator.
         try:

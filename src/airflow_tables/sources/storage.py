@@ -262,6 +262,8 @@ def local_size(path: str) -> int:
     except OSError as err:
         error = SourceNotFoundError if isinstance(err, FileNotFoundError) else SourceError
         raise error(path, err.strerror or type(err).__name__) from None
-    if not os.path.isfile(path):
+    if os.path.isdir(path):
         raise SourceNotFoundError(path, "it is a directory, not a file")
+    if not os.path.isfile(path):
+        raise SourceError(path, "it is not a regular file (a FIFO, a socket or a device): copy it to a file first")
     return st.st_size
