@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_tables.hooks.status import TableStatus, TableWatch, check_wait, find_summary
+from airflow_tables.model import TableStatus, TableWatch, check_wait
 
 BEING, READY = TableStatus.BEING_READ, TableStatus.READY
 
@@ -24,13 +24,6 @@ BEING, READY = TableStatus.BEING_READ, TableStatus.READY
 def test_status_from_summary(summary, expected):
     assert TableStatus.from_summary(summary) is expected
     assert TableStatus.from_summary(summary).is_terminal is (expected is not TableStatus.BEING_READ)
-
-
-def test_find_summary_picks_the_card_or_none():
-    cards = [{"CardID": "CRD-a", "Processed": False}, {"CardID": "CRD-b", "Processed": True}]
-    assert find_summary(cards, "CRD-b") == {"CardID": "CRD-b", "Processed": True}
-    assert find_summary(cards, "CRD-c") is None
-    assert find_summary([], "CRD-a") is None
 
 
 def test_status_is_a_plain_string_for_xcom_and_trigger_events():

@@ -14,7 +14,7 @@ from urllib.parse import quote
 import pytest
 
 from airflow_tables import exceptions as ex
-from airflow_tables.hooks.status import find_summary
+from airflow_tables.model import find_summary
 
 UNKNOWN_CARD = "CRD-00000000-0000-4000-8000-000000000000"
 CARD_SHAPE = re.compile(r"CRD-[0-9a-fA-F-]{36}\Z")

@@ -10,7 +10,7 @@ import time
 import pytest
 from tests.triggers.test_tables import small_csv
 
-from airflow_tables.hooks.status import RefreshWatch
+from airflow_tables.model import RefreshWatch
 from airflow_tables.triggers import _department_poller
 from airflow_tables.triggers.tables import DataTablesProcessedTrigger, DataTablesTableRefreshedTrigger
 

@@ -56,7 +56,7 @@ from airflow_tables.hooks._http import (
     tls_error,
 )
 from airflow_tables.hooks._multipart import MultipartFile
-from airflow_tables.hooks.status import Look, TableStatus, TableWatch, check_wait, missing_from
+from airflow_tables.model import Look, TableStatus, TableWatch, check_wait, missing_from
 from airflow_tables.sources import SourceError, open_source
 
 if TYPE_CHECKING:
@@ -704,7 +704,7 @@ class DataTablesHook(BaseHook):
         :class:`DataTablesTimeoutError` after ``timeout`` seconds (wall clock).
 
         :param replaced_after: after a replacement, the table's previous ``UploadCompletionTime``
-            (see :class:`~airflow_tables.hooks.status.TableWatch`).
+            (see :class:`~airflow_tables.model.TableWatch`).
         """
         look = self.wait_for_table(
             project_id, TableWatch(card_id, replaced_after), poll_interval=poll_interval, timeout=timeout

@@ -2,7 +2,7 @@
 
 Both wait the same three ways (poke on the worker, reschedule, defer to the one
 trigger) and must read the trigger's answer the same way, so that logic lives here
-once. What a look at a table means is decided in :mod:`airflow_tables.hooks.status`;
+once. What a look at a table means is decided in :mod:`airflow_tables.model`;
 this module only turns its answers into a task's outcome. Reading the trigger's answer
 fails closed: anything but a well-formed event about the table we asked for fails the task.
 """
@@ -14,12 +14,12 @@ import time
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
-from airflow_tables.hooks.status import TableStatus
+from airflow_tables.model import TableStatus
 from airflow_tables.triggers.tables import ERROR, TIMEOUT, DataTablesProcessedTrigger
 from airflow_tables.version_compat import AirflowException, AirflowFailException
 
 if TYPE_CHECKING:
-    from airflow_tables.hooks.status import Look, TableWatch
+    from airflow_tables.model import Look, TableWatch
 
 _EVENT_STATUSES = {s.value for s in TableStatus if s is not TableStatus.BEING_READ} | {TIMEOUT, ERROR}
 

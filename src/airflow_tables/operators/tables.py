@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import AssetAlias, BaseOperator
 
 from airflow_tables.assets import ALIAS_NAME, TableRef, asset_of, table_ref
-from airflow_tables.hooks.status import REPLACEMENT_SPACING, TableStatus, TableWatch, check_wait
 from airflow_tables.links import DataTablesTableLink, table_url
+from airflow_tables.model import REPLACEMENT_SPACING, TableStatus, TableWatch, check_wait
 from airflow_tables.operators import _waiting
 from airflow_tables.operators._common import DataTablesTaskMixin
 from airflow_tables.operators._resumable import durable_store, forgotten_when_ended
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from airflow.sdk import Context, ObjectStoragePath, XComArg
     from pydantic import JsonValue
 
-    from airflow_tables.hooks.status import Look
+    from airflow_tables.model import Look
     from airflow_tables.sources import Source
 
 _DEFERRABLE = conf.getboolean("operators", "default_deferrable", fallback=False)
@@ -400,7 +400,7 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
                 raise AirflowFailException(f"cannot replace {card_id}: it is not in department {project}")
             _refuse_if_connected(look)
             replaced_after = (look.summary or {}).get("UploadCompletionTime")
-            # The replacement rule of hooks.status: a second after the look that saw the last read end.
+            # The replacement rule of airflow_tables.model: a second after the look that saw the last read end.
             time.sleep(max(0.0, look.seen_at + REPLACEMENT_SPACING - time.monotonic()))
             store.set(_PENDING_KEY, {"project_id": project, "card_id": card_id, "replaced_after": replaced_after})
             return _job(project, self.hook.import_csv(project, source, card_id=card_id), replaced_after)

@@ -4,7 +4,7 @@ A view is built once per listing (the listing is cached and shared, see :mod:`.c
 each table's state, its last import and the order are worked out then. A request only
 filters and slices, and only the rows it returns are turned into JSON, so a department of
 10,000 tables costs a viewer one page of rows, not 10,000. A table's state in words comes
-from :class:`~airflow_tables.hooks.status.TableStatus`, nowhere else.
+from :class:`~airflow_tables.model.TableStatus`, nowhere else.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import quote
 
-from airflow_tables.hooks.status import TableStatus
 from airflow_tables.links import table_url
+from airflow_tables.model import TableStatus
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
 
-from airflow_tables.hooks.status import TableStatus, TableWatch, check_wait
+from airflow_tables.model import TableStatus, TableWatch, check_wait
 from airflow_tables.operators import _waiting
 from airflow_tables.operators._common import DataTablesTaskMixin
 from airflow_tables.version_compat import AirflowFailException, AirflowSkipException, conf

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from airflow_tables.exceptions import DataTablesError, DataTablesNotFoundError
 from airflow_tables.hooks._http import is_transient
-from airflow_tables.hooks.status import missing_from
+from airflow_tables.model import missing_from
 
 if TYPE_CHECKING:
     from airflow_tables.hooks.tables import DataTablesHook

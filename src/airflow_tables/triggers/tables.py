@@ -26,7 +26,7 @@ from typing import Any
 
 from airflow.triggers.base import BaseEventTrigger, BaseTrigger, TriggerEvent
 
-from airflow_tables.hooks.status import RefreshWatch, TableWatch
+from airflow_tables.model import RefreshWatch, TableWatch
 from airflow_tables.triggers._department_poller import watch
 
 #: Event statuses besides the table statuses ("ready", "failed", "gone").
@@ -113,7 +113,7 @@ class DataTablesTableRefreshedTrigger(BaseEventTrigger):
     For ``Asset(..., watchers=[AssetWatcher(name=..., trigger=DataTablesTableRefreshedTrigger(...))])``:
     whoever refreshed the table (an Airflow task, a person in the application, a connector),
     a DAG scheduled on that asset runs. What counts as a refresh is decided by
-    :class:`~airflow_tables.hooks.status.RefreshWatch`. The event's payload carries
+    :class:`~airflow_tables.model.RefreshWatch`. The event's payload carries
     ``card_id``, ``project_id``, ``completion_time``, ``rows`` and the table's ``summary``.
     Errors (a refused key, a department gone, a connection missing on the triggerer, an
     answer no one can read) fire nothing: they are logged and the watch goes on, since an
