@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_tables.model import TableStatus, TableWatch, check_wait
+from airflow_tables.model import Column, TableDetail, TableStatus, TableSummary, TableWatch, cards_of, check_wait
 
 BEING, READY = TableStatus.BEING_READ, TableStatus.READY
 
@@ -144,3 +144,77 @@ def test_wait_settings_that_spin_or_never_wait_are_refused(poll_interval, timeou
 def test_wait_settings_that_work():
     check_wait(0.05, None)
     check_wait(30, 3600.0)
+
+
+# -- the typed summary and detail -------------------------------------------------------------------
+
+SUMMARY = {
+    "CardID": "CRD-1",
+    "CardName": "orders",
+    "Rows": 3,
+    "Domain": "sales",
+    "Processed": True,
+    "SuccessfulUpload": True,
+    "ConnectorSource": "",
+    "ConnectorStatus": None,
+    "UploadCompletionTime": "2026-11-25T10:00:00",
+    "LockedFromDelete": False,
+}
+
+
+def test_a_summary_reads_every_field_of_the_seed():
+    table = TableSummary.from_json(SUMMARY)
+    assert table == TableSummary("CRD-1", "orders", 3, "sales", True, True, None, None, "2026-11-25T10:00:00", False)
+    assert table.status is TableStatus.READY and not table.fed_by_live_connection
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "attribute"),
+    [
+        ("Processed", "true", "processed"),  # a string is not a JSON boolean
+        ("Rows", "3", "rows"),
+        ("Rows", True, "rows"),  # bool is an int in Python, not a count
+        ("LockedFromDelete", 1, "locked_from_delete"),
+        ("UploadCompletionTime", "", "completion_time"),
+    ],
+)
+def test_a_field_of_the_wrong_type_reads_as_unknown(field, value, attribute):
+    assert getattr(TableSummary.from_json({**SUMMARY, field: value}), attribute) is None
+
+
+def test_a_summary_without_a_card_id_is_refused():
+    with pytest.raises(ValueError, match="CardID"):
+        TableSummary.from_json({"CardName": "orders"})
+
+
+@pytest.mark.parametrize(
+    ("changes", "fed"),
+    [({"LockedFromDelete": True}, True), ({"ConnectorStatus": "active"}, True), ({"ConnectorStatus": "paused"}, False)],
+)
+def test_a_live_connection_is_seen_from_either_field(changes, fed):
+    assert TableSummary.from_json({**SUMMARY, **changes}).fed_by_live_connection is fed
+
+
+def test_a_detail_reads_its_description_and_columns():
+    detail = TableDetail.from_json(
+        {
+            **SUMMARY,
+            "Description": "Orders by region",
+            "Columns": [
+                {"ColumnName": "id", "DataType": "long", "ColumnDescription": "the order"},
+                "not a record",
+            ],
+        }
+    )
+    assert detail.description == "Orders by region" and detail.rows == 3
+    assert detail.columns == (Column("id", "long", "the order"), Column(None))
+
+
+def test_statuses_carry_their_label_and_the_order_people_read_them_in():
+    assert [s.label for s in sorted(TableStatus, key=lambda s: s.rank)] == ["Failed", "Being read", "Ready", "Gone"]
+
+
+def test_a_listing_is_read_only_when_every_entry_names_its_table():
+    assert cards_of({"Cards": [SUMMARY]}) == [SUMMARY]
+    assert cards_of({"Cards": [SUMMARY, {"CardName": "x"}]}) is None
+    assert cards_of({"Cards": "nope"}) is None
