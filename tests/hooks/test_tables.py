@@ -14,7 +14,6 @@ from urllib.parse import quote
 import pytest
 
 from airflow_tables import exceptions as ex
-from airflow_tables.model import find_summary
 
 UNKNOWN_CARD = "CRD-00000000-0000-4000-8000-000000000000"
 CARD_SHAPE = re.compile(r"CRD-[0-9a-fA-F-]{36}\Z")
@@ -45,6 +44,11 @@ def requests_to(emulator, method: str, pattern: str = "") -> list[dict]:
 
 def credits(emulator) -> int:
     return emulator.credits()
+
+
+def find_summary(cards: list[dict], card_id: str) -> dict | None:
+    """The listing's entry for ``card_id``, or ``None``."""
+    return next((card for card in cards if card["CardID"] == card_id), None)
 
 
 def closed_port() -> int:
