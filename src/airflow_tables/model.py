@@ -214,6 +214,16 @@ def card_id_of(body: Mapping[str, Any]) -> str | None:
     return _text(body.get("CardID"))
 
 
+def by_card_id(cards: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """A listing's summaries (as :func:`cards_of` returns them) by their CardID."""
+    return {card["CardID"]: card for card in cards}
+
+
+def summary_of(detail: Mapping[str, Any]) -> dict[str, Any]:
+    """A fetched table's summary, as the list shows it: the detail without ``Description`` and ``Columns``."""
+    return {k: v for k, v in detail.items() if k not in ("Description", "Columns")}
+
+
 @dataclass(frozen=True)
 class Look:
     """The answer to one look at a table: its status, the summary seen, and the watch to carry on.
