@@ -6,54 +6,15 @@ one the operator records; the emulator makes the failed and the being-read table
 
 from __future__ import annotations
 
-import json
 import threading
 
-import pytest
 from tests.conftest import APP_URL
-from tests.operators._runs import run, xcom
 from tests.operators.test_operators import import_table, orders_csv
+from tests.plugins.conftest import BAD_KEY, DOWN_KEY
 
 from airflow_tables.plugins.connections import env_conn_ids
 from airflow_tables.plugins.monitor import Monitor
 from airflow_tables.plugins.overview import page_of
-
-DOWN_KEY = "down-service-key-5f3a9c"
-BAD_KEY = "refused-key-0b7e2d41"
-
-
-@pytest.fixture
-def connections(datatables_conn, monkeypatch):
-    """The emulator's connection, one to a closed port and one with a key the service refuses."""
-    for conn_id, host, key in (
-        ("datatables_down", "http://127.0.0.1:9", DOWN_KEY),
-        ("datatables_refused", datatables_conn.base_url, BAD_KEY),
-    ):
-        conn = {
-            "conn_type": "datatables",
-            "host": host,
-            "password": key,
-            "extra": {"project_id": "PRJ-test", "max_retries": 0},
-        }
-        monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", json.dumps(conn))
-    return datatables_conn
-
-
-@pytest.fixture(scope="module")
-def imported(dags_module, emulator, tmp_path_factory):
-    """One table imported by a real DAG run; returns (dag_run, card_id)."""
-    conn = {
-        "conn_type": "datatables",
-        "host": emulator.base_url,
-        "password": emulator.api_key,
-        "extra": {"project_id": emulator.project_id, "app_url": APP_URL},
-    }
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("AIRFLOW_CONN_DATATABLES_DEFAULT", json.dumps(conn))
-        dag_run = run(dags_module, "dt_import_poke", file_path=str(orders_csv(tmp_path_factory.mktemp("ui"))))
-    card_id = xcom(dag_run, "import")
-    assert isinstance(card_id, str) and card_id.startswith("CRD-"), card_id
-    return dag_run, card_id
 
 
 def default_view(monitor: Monitor, emulator):
@@ -85,26 +46,28 @@ def test_the_page_shows_ready_failed_and_being_read_tables_and_the_importing_dag
     monitor = Monitor(30, base_path="/airflow")
     view = default_view(monitor, emulator)
     listed = page_of(view, limit=500)
-    assert listed["total"] <= 500, "the shared emulator's department outgrew one page"
-    rows = listed["rows"]
-    states = {row["card_id"]: (row["state"], row["state_label"]) for row in rows}
+    assert listed.total <= 500, "the shared emulator's department outgrew one page"
+    rows = listed.rows
+    states = {row.card_id: (row.state, row.state_label) for row in rows}
     assert states[ready_id] == ("ready", "Ready")
     assert states[failed_id] == ("failed", "Failed")
     assert states[reading_id] == ("being_read", "Being read")
     assert view.being_read and view.counts["being_read"] >= 1 and view.counts["failed"] >= 1
-    assert rows[0]["state"] == "being_read", "tables being read come first"
+    ranks = [row.state.rank for row in rows]
+    assert rows[0].state == "failed" and ranks == sorted(ranks), "failed first, then being read (TableStatus.rank)"
 
     ready = view.find(ready_id)
-    last = ready["last"]
-    assert (last["dag_id"], last["task_id"], last["run_id"]) == ("dt_import_poke", "import", dag_run.run_id)
-    assert last["run_link"].startswith("/airflow/dags/dt_import_poke/runs/")
-    assert last["task_link"].endswith("/tasks/import")
-    assert ready["app_link"] == f"{APP_URL}/projects/{emulator.project_id}/cards/{ready_id}"
-    assert view.find(failed_id)["last"] is None, "imported outside Airflow: no DAG to name"
+    last = ready.last
+    assert (last.dag_id, last.task_id, last.run_id) == ("dt_import_poke", "import", dag_run.run_id)
+    assert last.run_link.startswith("/airflow/dags/dt_import_poke/runs/")
+    assert last.task_link.endswith("/tasks/import")
+    assert ready.app_link == f"{APP_URL}/projects/{emulator.project_id}/cards/{ready_id}"
+    assert view.find(failed_id).last is None, "imported outside Airflow: no DAG to name"
     assert view.credits is not None and view.credits.today >= 1 and view.credits.last_7_days >= view.credits.today
 
     connector = view.find(emulator.connector_card_id)
-    assert connector["connector"] == {"source": "Salesforce", "status": "active"} and connector["locked"] is True
+    assert connector.connector.model_dump() == {"source": "Salesforce", "status": "active"}
+    assert connector.locked is True
 
 
 def test_viewers_share_one_list_request_per_interval(imported, connections):
@@ -128,7 +91,7 @@ def test_a_service_that_is_down_or_refuses_the_key_is_a_message_without_the_key(
     refused = monitor.department(monitor.connection("datatables_refused"), "PRJ-test")
     assert down.error and "did not answer" in down.error and not down.tables
     assert refused.error and "HTTP 401" in refused.error
-    text = json.dumps([page_of(down), page_of(refused), [i.as_json() for i in monitor.connections()]])
+    text = "\n".join(model.model_dump_json() for model in [page_of(down), page_of(refused), *monitor.connections()])
     for key in (DOWN_KEY, BAD_KEY, connections.api_key):
         assert key not in text
     assert "Traceback" not in text
@@ -148,26 +111,26 @@ def test_pages_filter_by_state_and_text(imported, connections, tmp_path):
     view = default_view(Monitor(30), emulator)
 
     failed = page_of(view, state="failed")
-    assert failed["rows"] and {row["state"] for row in failed["rows"]} == {"failed"}
-    assert failed["total"] == len(view.tables) and failed["matching"] == view.counts["failed"]
+    assert failed.rows and {row.state for row in failed.rows} == {"failed"}
+    assert failed.total == len(view.tables) and failed.matching == view.counts["failed"]
     by_dag = page_of(view, text="DT_IMPORT_POKE")
-    assert by_dag["rows"] and all(row["last"]["dag_id"] == "dt_import_poke" for row in by_dag["rows"])
+    assert by_dag.rows and all(row.last.dag_id == "dt_import_poke" for row in by_dag.rows)
     one = page_of(view, offset=1, limit=1)
-    assert one["rows"] == [view.row(view.tables[1])] and one["limit"] == 1
+    assert one.rows == [view.row(view.tables[1])] and one.limit == 1
 
 
 def test_the_task_view_finds_the_table_of_an_import_task(imported, connections):
     dag_run, card_id = imported
     monitor = Monitor(30)
     answer = monitor.task_table(dag_run.dag_id, dag_run.run_id, "import", -1, readable=lambda conn_id: True)
-    assert answer["card_id"] == card_id and answer["conn_id"] == "datatables_default"
-    assert answer["table"]["state_label"] == "Ready"
-    assert answer["project_id"] == connections.project_id
+    assert answer.card_id == card_id and answer.conn_id == "datatables_default"
+    assert answer.table.state_label == "Ready"
+    assert answer.project_id == connections.project_id
 
     hidden = monitor.task_table(dag_run.dag_id, dag_run.run_id, "import", -1, readable=lambda conn_id: False)
-    assert hidden["table"] is None and "not listed" in hidden["message"]
+    assert hidden.table is None and "not listed" in hidden.message
     other = monitor.task_table(dag_run.dag_id, dag_run.run_id, "no_such_task", -1, readable=lambda conn_id: True)
-    assert other["card_id"] is None and "no card_id" in other["message"]
+    assert other.card_id is None and "no card_id" in other.message
 
 
 def test_credits_sum_the_credits_extra_of_the_last_seven_days(dags_module):

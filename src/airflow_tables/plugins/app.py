@@ -4,9 +4,11 @@ Built by :class:`~airflow_tables.plugins.plugin.LazyApp` on the api-server's fir
 Every page and JSON route sits behind Airflow's own authentication and authorisation
 dependencies: reading connections and assets (and, for a task's table, the DAG's XComs).
 Unauthenticated requests get 401, unauthorised ones 403, pages and JSON alike. What is sent
-holds no API key: connections are described by :class:`.connections.ConnectionInfo`, errors
-by the hook's scrubbed messages. The pages are static files that build their DOM with
-``textContent`` (ids and names are never parsed as HTML) under a strict Content-Security-Policy.
+holds no API key: connections are described by :class:`.models.ConnectionInfo`, errors
+by the hook's scrubbed messages. Every JSON route declares its answer's model (:mod:`.models`);
+the OpenAPI document (``/openapi.json``) sits behind the same dependencies as the routes. The
+pages are static files that build their DOM with ``textContent`` (ids and names are never
+parsed as HTML) under a strict Content-Security-Policy.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import html
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated
 
 from airflow.api_fastapi.app import get_auth_manager
 from airflow.api_fastapi.auth.managers.models.resource_details import ConnectionDetails, DagAccessEntity
@@ -28,8 +30,9 @@ from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 
-from airflow_tables.plugins.monitor import DEFAULT_REFRESH_SECONDS, Monitor
-from airflow_tables.plugins.overview import page_of
+from airflow_tables.plugins.models import LISTED, ConnectionsResponse, ListedState, State, TablesPage, TaskTable
+from airflow_tables.plugins.monitor import Monitor
+from airflow_tables.plugins.overview import DEFAULT_REFRESH_SECONDS, page_of
 from airflow_tables.plugins.plugin import base_path
 
 STATIC = Path(__file__).with_name("static")
@@ -38,6 +41,7 @@ CSP = (
     "base-uri 'none'; form-action 'self'; frame-ancestors 'self'"
 )
 NO_STORE = {"Cache-Control": "no-store"}
+OPENAPI = "/openapi.json"
 
 #: Reading this page means reading connections (which tables a key sees) and assets (who imported them).
 READERS = [Depends(requires_access_connection("GET")), Depends(requires_access_asset("GET"))]
@@ -83,13 +87,14 @@ def _map_index(text: str | None) -> int:
 def create_app(monitor: Monitor | None = None) -> FastAPI:
     """The app served under ``/datatables``; ``monitor`` defaults to one configured from Airflow's settings."""
     monitor = monitor or Monitor(refresh_seconds(), base_path=base_path())
+    # The interactive docs would need scripts from a CDN, which the page's CSP refuses: the document only.
     app = FastAPI(title="Data Tables", docs_url=None, redoc_url=None, openapi_url=None)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
 
     @app.exception_handler(HTTPException)
     async def refused(request: Request, exc: HTTPException) -> Response:
         # The JSON routes answer as Airflow's API does; a page answers with a sentence, not JSON.
-        if "/api/" in request.url.path:
+        if "/api/" in request.url.path or request.url.path.endswith(OPENAPI):
             return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=exc.headers)
         words = {401: "Log in to Airflow to see this page.", 403: "You may not read connections and assets."}
         text = html.escape(words.get(exc.status_code, str(exc.detail)))
@@ -104,42 +109,54 @@ def create_app(monitor: Monitor | None = None) -> FastAPI:
     def task_page() -> FileResponse:
         return _page("task.html")
 
-    @app.get("/api/connections", dependencies=READERS)
-    def connections(readable: Readable) -> JSONResponse:
-        shown = [info.as_json() for info in monitor.connections() if readable(info.conn_id)]
-        return JSONResponse({"refresh_seconds": monitor.ttl, "connections": shown}, headers=NO_STORE)
+    @app.get(OPENAPI, dependencies=READERS, include_in_schema=False)
+    def openapi(request: Request) -> JSONResponse:
+        document = dict(app.openapi())
+        root = request.scope.get("root_path", "").rstrip("/")
+        if root:  # where the api-server mounts the app, so the paths resolve
+            document["servers"] = [{"url": root}]
+        return JSONResponse(document, headers=NO_STORE)
 
-    @app.get("/api/tables", dependencies=READERS)
+    @app.get("/api/connections", dependencies=READERS, response_model=ConnectionsResponse)
+    def connections(readable: Readable, response: Response) -> ConnectionsResponse:
+        response.headers.update(NO_STORE)
+        return ConnectionsResponse(
+            refresh_seconds=monitor.ttl,
+            connections=[info for info in monitor.connections() if readable(info.conn_id)],
+            states=[State(state=status, label=status.label) for status in LISTED],
+        )
+
+    @app.get("/api/tables", dependencies=READERS, response_model=TablesPage)
     def tables(
         readable: Readable,
+        response: Response,
         conn_id: str = Query(min_length=1, max_length=250),
         project_id: str | None = Query(default=None, max_length=250),
-        state: Literal["being_read", "failed", "ready"] | None = None,
+        state: ListedState | None = None,
         q: str | None = Query(default=None, max_length=200),
         offset: int = Query(default=0, ge=0),
         limit: int = Query(default=100, ge=1, le=500),
-    ) -> JSONResponse:
+    ) -> TablesPage:
         info = monitor.connection(conn_id)
         if info is None or not readable(conn_id):
             raise HTTPException(404, f"no datatables connection {conn_id!r} that you may read")
         project = (project_id or "").strip() or info.project_id
         if not project:
             raise HTTPException(400, f"connection {conn_id!r} has no project_id extra: name a department")
+        response.headers.update(NO_STORE)
         view = monitor.department(info, project)
-        body = page_of(view, state=state, text=q, offset=offset, limit=limit)
-        body.update(service=info.service, refresh_seconds=monitor.ttl)
-        return JSONResponse(body, headers=NO_STORE)
+        return page_of(view, state=state, text=q, offset=offset, limit=limit, refresh_seconds=monitor.ttl)
 
-    @app.get("/api/task", dependencies=[*READERS, XCOM_READER])
+    @app.get("/api/task", dependencies=[*READERS, XCOM_READER], response_model=TaskTable)
     def task_table(
         readable: Readable,
+        response: Response,
         dag_id: str = Query(min_length=1, max_length=250),
         run_id: str = Query(min_length=1, max_length=250),
         task_id: str = Query(min_length=1, max_length=250),
         map_index: str | None = None,
-    ) -> JSONResponse:
-        body = monitor.task_table(dag_id, run_id, task_id, _map_index(map_index), readable=readable)
-        body.setdefault("refresh_seconds", monitor.ttl)
-        return JSONResponse(body, headers=NO_STORE)
+    ) -> TaskTable:
+        response.headers.update(NO_STORE)
+        return monitor.task_table(dag_id, run_id, task_id, _map_index(map_index), readable=readable)
 
     return app

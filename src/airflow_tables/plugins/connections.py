@@ -10,34 +10,12 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
 from urllib.parse import urlsplit
+
+from airflow_tables.plugins.models import ConnectionInfo
 
 CONN_TYPE = "datatables"
 ENV_PREFIX = "AIRFLOW_CONN_"
-
-
-@dataclass(frozen=True)
-class ConnectionInfo:
-    """What the page may show about a connection: no key, ever.
-
-    ``error`` says why the connection cannot be used (no host, no key, a bad extra).
-    """
-
-    conn_id: str
-    service: str | None = None
-    project_id: str | None = None
-    app_url: str | None = None
-    error: str | None = None
-
-    def as_json(self) -> dict[str, str | None]:
-        return {
-            "conn_id": self.conn_id,
-            "service": self.service,
-            "project_id": self.project_id,
-            "app_url": self.app_url,
-            "error": self.error,
-        }
 
 
 def _is_datatables_value(value: str) -> bool:
@@ -85,11 +63,11 @@ def describe(conn_id: str) -> ConnectionInfo:
     try:
         settings = DataTablesHook(conn_id).settings
     except ValueError as err:  # the hook's own checks: messages name the field, never the key
-        return ConnectionInfo(conn_id, error=str(err))
+        return ConnectionInfo(conn_id=conn_id, error=str(err))
     except Exception as err:  # noqa: BLE001 - a missing or unreadable connection is shown, not raised
-        return ConnectionInfo(conn_id, error=f"the connection could not be read ({type(err).__name__})")
+        return ConnectionInfo(conn_id=conn_id, error=f"the connection could not be read ({type(err).__name__})")
     return ConnectionInfo(
-        conn_id,
+        conn_id=conn_id,
         service=service_of(settings.base_url),
         project_id=settings.project_id,
         app_url=settings.app_url,

@@ -10,12 +10,12 @@ Airflow's doing and are left out.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, NamedTuple
 from urllib.parse import unquote
 
 from airflow_tables.assets import TableRef, parse_table_uri
+from airflow_tables.plugins.models import Credits
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
@@ -31,14 +31,6 @@ class LastImport(NamedTuple):
     run_id: str
     map_index: int
     timestamp: datetime
-
-
-@dataclass(frozen=True)
-class Credits:
-    """Credits spent by Airflow's imports in a department: since midnight UTC and over the last 7 days."""
-
-    today: int
-    last_7_days: int
 
 
 def department_prefix(service: str, project_id: str) -> str:
@@ -106,7 +98,7 @@ def credits_spent(session: Session, service: str, project_id: str, *, now: datet
         )
     )
     today, week = session.execute(query).one()
-    return Credits(int(today or 0), int(week or 0))
+    return Credits(today=int(today or 0), last_7_days=int(week or 0))
 
 
 def task_event_ref(session: Session, dag_id: str, run_id: str, task_id: str, map_index: int) -> TableRef | None:

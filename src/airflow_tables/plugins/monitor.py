@@ -15,10 +15,10 @@ from collections.abc import Callable
 from typing import Any
 
 from airflow_tables.plugins.cache import SharedCache
-from airflow_tables.plugins.connections import ConnectionInfo, describe, discover
+from airflow_tables.plugins.connections import describe, discover
+from airflow_tables.plugins.models import ConnectionInfo, TaskTable
 from airflow_tables.plugins.overview import DepartmentView, build_view, describe_failure
 
-DEFAULT_REFRESH_SECONDS = 30.0
 #: The page must answer while a service hangs or refuses: short waits between retries.
 LIST_BACKOFF_BASE = 0.2
 LIST_BACKOFF_MAX = 2.0
@@ -68,11 +68,13 @@ class Monitor:
 
     def _load(self, info: ConnectionInfo, project_id: str) -> DepartmentView:
         if info.error is not None or info.service is None:
-            return DepartmentView(info.conn_id, project_id, error=info.error or "the connection has no service URL")
+            error = info.error or "the connection has no service URL"
+            return DepartmentView(info.conn_id, project_id, error=error, service=info.service)
         try:
             cards = self._list_cards(info.conn_id, project_id)
         except Exception as err:  # noqa: BLE001 - a service that is down or refuses is shown, not raised
-            return DepartmentView(info.conn_id, project_id, error=describe_failure(err, project_id))
+            error = describe_failure(err, project_id)
+            return DepartmentView(info.conn_id, project_id, error=error, service=info.service)
         from airflow.utils.session import create_session
 
         from airflow_tables.plugins.events import credits_spent, last_imports
@@ -84,7 +86,7 @@ class Monitor:
 
     def task_table(
         self, dag_id: str, run_id: str, task_id: str, map_index: int, *, readable: Callable[[str], bool]
-    ) -> dict[str, Any]:
+    ) -> TaskTable:
         """The table of one import/replace task instance and its state, looked up in the cached listings.
 
         :param readable: whether the viewer may read a connection (by id).
@@ -95,10 +97,9 @@ class Monitor:
 
         with create_session() as session:
             facts = task_facts(session, dag_id, run_id, task_id, map_index)
-        answer: dict[str, Any] = {"card_id": facts.card_id, "project_id": None, "conn_id": None, "table": None}
         if facts.card_id is None:
-            answer["message"] = "This task has not imported or replaced a Data Tables table (no card_id in its XCom)."
-            return answer
+            message = "This task has not imported or replaced a Data Tables table (no card_id in its XCom)."
+            return TaskTable(message=message, refresh_seconds=self.ttl)
         newer_than = facts.pushed_at.timestamp() if facts.pushed_at is not None else None
         ref = facts.event_ref
         for info in self.connections():
@@ -109,14 +110,17 @@ class Monitor:
             project = ref.project_id if ref is not None else (facts.project_id or info.project_id)
             if not project:
                 continue
-            view = self.department(info, project, newer_than=newer_than)
-            row = view.find(facts.card_id)
+            row = self.department(info, project, newer_than=newer_than).find(facts.card_id)
             if row is not None:
-                answer.update(project_id=project, conn_id=info.conn_id, table=row, refresh_seconds=self.ttl)
-                return answer
-        answer["project_id"] = ref.project_id if ref is not None else facts.project_id
-        answer["message"] = (
-            f"Table {facts.card_id} is not listed by any Data Tables connection you may read "
-            "(deleted since, or in a department no connection here can list)."
+                return TaskTable(
+                    card_id=facts.card_id, project_id=project, conn_id=info.conn_id, table=row, refresh_seconds=self.ttl
+                )
+        return TaskTable(
+            card_id=facts.card_id,
+            project_id=ref.project_id if ref is not None else facts.project_id,
+            message=(
+                f"Table {facts.card_id} is not listed by any Data Tables connection you may read "
+                "(deleted since, or in a department no connection here can list)."
+            ),
+            refresh_seconds=self.ttl,
         )
-        return answer

@@ -93,7 +93,7 @@ const DT = (() => {
 
   function time(value) {
     if (!value) return "";
-    return String(value).replace("T", " ").replace(/\.\d+/, "").replace(/\+00:00$/, " UTC");
+    return String(value).replace("T", " ").replace(/\.\d+/, "").replace(/(\+00:00|Z)$/, " UTC");
   }
 
   function origin(row) {

@@ -10,12 +10,17 @@
   const status = document.getElementById("status");
   const params = new URLSearchParams(window.location.search);
   const sections = new Map(); // conn_id -> {info, project, state, q, offset, node, last}
+  // The states and their words come from the server (api/connections), in the order rows are sorted;
+  // the summary line names them in its own order, the words still the server's.
+  let states = [];
+  const SUMMARY_ORDER = ["ready", "being_read", "failed"];
   let timer = null;
 
   function summaryLine(body) {
     const c = body.counts || {};
+    const shown = [...states].sort((a, b) => SUMMARY_ORDER.indexOf(a.state) - SUMMARY_ORDER.indexOf(b.state));
     const parts = [
-      `${number(body.total)} tables: ${number(c.ready || 0)} Ready, ${number(c.being_read || 0)} Being read, ${number(c.failed || 0)} Failed.`,
+      `${number(body.total)} tables: ${shown.map((s) => `${number(c[s.state] || 0)} ${s.label}`).join(", ")}.`,
     ];
     if (body.credits) {
       parts.push(
@@ -72,7 +77,7 @@
     const state = el(
       "select",
       { name: "state", "aria-label": "State" },
-      [["", "All states"], ["being_read", "Being read"], ["failed", "Failed"], ["ready", "Ready"]].map(([value, text]) =>
+      [["", "All states"], ...states.map((s) => [s.state, s.label])].map(([value, text]) =>
         el("option", { value, selected: section.state === value }, text),
       ),
     );
@@ -162,6 +167,7 @@
       return;
     }
     const infos = answer.body.connections;
+    states = answer.body.states || [];
     if (!infos.length) {
       status.textContent = "";
       root.replaceChildren(el("p", { className: "muted" }, "No datatables connections that you may read."));
