@@ -1,12 +1,14 @@
-"""What goes on the wire and what an answer means, shared by the sync (requests) and async (httpx) clients.
+"""What goes on the wire and what an answer means, shared by the sync (requests) and async (httpx) transports.
 
 Four decisions live here and only here: how a request is built (base URL,
 percent-encoded id segments, the ``X-API-Key`` header), what a response means
 (envelope, status code, typed error, a proxy's HTML page), how much of it is read
 (the ``[datatables] max_response_mib`` cap) and when a failure is retried (which
-errors are transient, exponential backoff with full jitter, ``Retry-After``). The
-clients only move bytes. Every text that came from elsewhere (a service's body, a
-client library's message) passes through :func:`scrub` before it is cut or shown.
+errors are transient, exponential backoff with full jitter, ``Retry-After``). None
+of it knows an HTTP library: the transports (:mod:`airflow_tables.hooks._transport`)
+only move bytes and say, with the errors built here, why none came. Every text that
+came from elsewhere (a service's body, a client library's message) passes through
+:func:`scrub` before it is cut or shown.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from airflow_tables.exceptions import (
     DataTablesConnectionError,
     DataTablesCreditsError,
     DataTablesError,
+    DataTablesImportUncertainError,
     DataTablesNotFoundError,
     DataTablesPermissionError,
     DataTablesRateLimitedError,
@@ -92,7 +95,7 @@ class Request:
 
 
 @dataclass(frozen=True)
-class Settings:
+class ConnectionSettings:
     """A Data Tables connection, resolved and checked; its repr leaves the API key out."""
 
     base_url: str
@@ -107,7 +110,7 @@ class Settings:
     max_response_bytes: int = int(DEFAULT_MAX_RESPONSE_MIB * 2**20)
 
     @classmethod
-    def from_connection(cls, conn: Any) -> Settings:
+    def from_connection(cls, conn: Any) -> ConnectionSettings:
         """Read an Airflow connection: ``host`` the base URL, ``password`` the key, the rest from extras."""
         raw = conn.extra_dejson or {}
         # Forms of older Airflow versions stored fields as extra__datatables__<name>.
@@ -125,14 +128,20 @@ class Settings:
             max_response_bytes=max_response_bytes(),
         )
 
-    def request(self, method: str, *segments: str) -> Request:
+    def request(self, method: str, *segments: str, content_type: str | None = None) -> Request:
         """Build a request to ``{base_url}/v1.0/{segments}``; each segment is already encoded."""
         headers = {"X-API-Key": self.api_key, "Accept": "application/json", "User-Agent": USER_AGENT}
+        if content_type is not None:
+            headers["Content-Type"] = content_type
         return Request(method, "/".join([self.base_url, API_VERSION, *segments]), headers)
 
     def scrub(self, text: str) -> str:
         """Remove the key, in every form, from text that came from elsewhere (see :func:`scrub`)."""
         return scrub(text, self.api_key)
+
+
+#: The old name, kept for one release.
+Settings = ConnectionSettings
 
 
 def scrub(text: str, secret: str) -> str:
@@ -340,7 +349,9 @@ def card_segment(card_id: str) -> str:
     return segment(card_id, "card_id")
 
 
-def interpret(settings: Settings, req: Request, status: int, headers: Mapping[str, str], content: bytes) -> dict:
+def interpret(
+    settings: ConnectionSettings, req: Request, status: int, headers: Mapping[str, str], content: bytes
+) -> dict:
     """Decide what a response means: the body without its envelope, or a typed :class:`DataTablesError`."""
     body = _json_object(content)
     if 200 <= status < 300 and body is not None and body.get("Msg") == "OK" and body.get("Success") is not False:
@@ -364,7 +375,9 @@ def interpret(settings: Settings, req: Request, status: int, headers: Mapping[st
     raise error
 
 
-def connection_error(settings: Settings, req: Request, exc: BaseException, *, sent: bool) -> DataTablesConnectionError:
+def connection_error(
+    settings: ConnectionSettings, req: Request, exc: BaseException, *, sent: bool
+) -> DataTablesConnectionError:
     """No answer came: say why, without the key, and whether the request may have reached the service."""
     what = "could not connect" if not sent else "no answer (the request may have reached the service)"
     error = DataTablesConnectionError(
@@ -377,7 +390,7 @@ def connection_error(settings: Settings, req: Request, exc: BaseException, *, se
     return error
 
 
-def tls_error(settings: Settings, req: Request, exc: BaseException) -> DataTablesConnectionError:
+def tls_error(settings: ConnectionSettings, req: Request, exc: BaseException) -> DataTablesConnectionError:
     """The TLS handshake failed: nothing was sent, and trying again will not help.
 
     ``WRONG_VERSION_NUMBER`` is what a client reads when the port answers plain HTTP, the
@@ -416,7 +429,7 @@ def local_error(req: Request, exc: BaseException) -> DataTablesError:
     return error
 
 
-def ssl_context(settings: Settings) -> Any:
+def ssl_context(settings: ConnectionSettings) -> Any:
     """``verify`` as an ``ssl.SSLContext`` for a CA bundle's path (as httpx wants it), else the flag.
 
     A bundle that is missing, unreadable or holds no certificate raises
@@ -432,7 +445,7 @@ def ssl_context(settings: Settings) -> Any:
         raise ca_bundle_error(settings, exc) from None
 
 
-def ca_bundle_error(settings: Settings, exc: OSError) -> DataTablesConnectionError:
+def ca_bundle_error(settings: ConnectionSettings, exc: OSError) -> DataTablesConnectionError:
     """The CA bundle the ``verify`` extra names cannot be used: nothing was sent, and a retry cannot help."""
     reason = exc.strerror or getattr(exc, "reason", None) or type(exc).__name__
     error = DataTablesConnectionError(
@@ -446,7 +459,7 @@ def ca_bundle_error(settings: Settings, exc: OSError) -> DataTablesConnectionErr
     return error
 
 
-def deadline_error(settings: Settings, req: Request) -> DataTablesConnectionError:
+def deadline_error(settings: ConnectionSettings, req: Request) -> DataTablesConnectionError:
     """The whole answer did not come within the connection's ``timeout``: the request may have been served."""
     return connection_error(
         settings,
@@ -467,7 +480,7 @@ class Body:
     ever held, whatever the service sends.
     """
 
-    def __init__(self, settings: Settings, req: Request, status: int, headers: Mapping[str, str]) -> None:
+    def __init__(self, settings: ConnectionSettings, req: Request, status: int, headers: Mapping[str, str]) -> None:
         self.settings, self.req, self.status, self.headers = settings, req, status, headers
         self.size = 0
         self._chunks: list[bytes] = []
@@ -533,6 +546,36 @@ def parse_retry_after(value: str | None) -> float | None:
     if when.tzinfo is None:
         when = when.replace(tzinfo=timezone.utc)
     return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
+
+
+def may_have_landed(error: DataTablesError) -> bool:
+    """Whether the request that failed so may have been carried out by the service all the same.
+
+    No answer after the request was sent, a server error, or a success that could not be
+    read: the service may have done it. A refusal (4xx) or a connection never made: it did not.
+    """
+    if isinstance(error, DataTablesConnectionError):
+        return error.request_sent
+    return error.status_code is None or error.status_code >= 500 or error.status_code < 300
+
+
+def uncertain_import(error: DataTablesError, name: str, project_id: str, card_id: str | None) -> DataTablesError:
+    """The import's failure as the caller must see it: uncertain when the file may have landed, else as it is."""
+    if not may_have_landed(error):
+        return error
+    check = (
+        f"get_card({project_id!r}, {card_id!r}) for a new UploadCompletionTime"
+        if card_id
+        else f"list_cards({project_id!r}) for a new table named after {name!r}"
+    )
+    return DataTablesImportUncertainError(
+        error.status_code,
+        f"the import of {name} may have happened ({error.msg}); it was not re-sent because each import "
+        f"costs a credit. An import or replace task's next try finds what this import did and does not "
+        f"send the file again; outside a task, check {check} before trying again.",
+        method="POST",
+        url=error.url,
+    )
 
 
 def is_transient(error: DataTablesError, *, idempotent: bool = True) -> bool:

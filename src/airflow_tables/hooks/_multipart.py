@@ -1,6 +1,6 @@
 """A multipart/form-data body that streams one file, with a known length.
 
-requests' ``files=`` builds the whole body in memory (a 512 MiB file costs 1 GiB);
+requests' ``files=`` builds the whole body in memory (twice the file's size);
 this body is an iterable of blocks read into reused buffers, and it has
 a ``len()``, so requests sends a ``Content-Length`` instead of chunked encoding.
 The file is read through :mod:`airflow_tables.sources` (a local file, an object in
@@ -16,13 +16,13 @@ import secrets
 from collections.abc import Generator, Iterator
 from typing import TYPE_CHECKING
 
+from airflow_tables.exceptions import DataTablesError
 from airflow_tables.sources import Source, open_source
 
 if TYPE_CHECKING:
     from airflow_tables.hooks._http import LogLike
 
-# Small enough to stay in the CPU's cache between the read and the send: with 4 MiB blocks the
-# upload of 512 MiB took 1.4x curl's time on a 2-core VM, with 256 KiB 0.9x (benchmarks/upload.py).
+# Small enough to stay in the CPU's cache between the read and the send (measured in benchmarks/upload.py).
 BLOCK_SIZE = 256 * 1024
 PROGRESS_MIN_BYTES = 8 * 1024 * 1024
 
@@ -88,6 +88,25 @@ class MultipartFile:
             self.changed_size = f"{self.size:,} bytes when the upload started, {sent:,} read"
             raise OSError(f"{self.path} changed size during the upload ({self.changed_size})")
         yield self.tail
+
+    def cut_off(self, url: str) -> DataTablesError | None:
+        """Why the upload ended before the form did (the file changed size or could not be read), or ``None``.
+
+        The closing boundary was never sent, so no service can parse the form: nothing was imported.
+        """
+        name = self.source.name
+        if self.changed_size:
+            why = f"{name} changed size while it was being uploaded ({self.changed_size}); the upload was cut off "
+            fix = " Write the file completely, then import it."
+        elif self.read_error:
+            why = (
+                f"{name} could not be read to its end while it was being uploaded ({self.read_error}); "
+                "the upload was cut off "
+            )
+            fix = ""
+        else:
+            return None
+        return DataTablesError(None, f"{why}before its end, so nothing was imported.{fix}", method="POST", url=url)
 
     def _file_blocks(self) -> Generator[memoryview, None, int]:
         """Yield the file's blocks, each sent before its buffer is reused; return how many bytes were read.
