@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from airflow_tables.exceptions import DataTablesError, DataTablesNotFoundError
 from airflow_tables.hooks._http import is_transient
-from airflow_tables.model import missing_from
+from airflow_tables.model import by_card_id, missing_from, summary_of
 
 if TYPE_CHECKING:
     from airflow_tables.hooks.tables import DataTablesHook
@@ -150,7 +150,7 @@ class DepartmentPoller:
         version = self.snapshot.version + 1
         self.looks += 1
         try:
-            cards = {card["CardID"]: card for card in await hook.a_list_cards(self.project_id)}
+            cards = by_card_id(await hook.a_list_cards(self.project_id))
         except Exception as err:
             if isinstance(err, DataTablesError) and is_transient(err):
                 log.warning("looking at department %s failed, trying again next interval: %s", self.project_id, err)
@@ -160,7 +160,7 @@ class DepartmentPoller:
         snapshot = Snapshot(version, cards=cards)
         for card_id in missing_from(cards, {card for card, _ in self.waiters.values()}):
             try:
-                cards[card_id] = await hook.a_get_card(self.project_id, card_id)
+                cards[card_id] = summary_of(await hook.a_get_card(self.project_id, card_id))
             except DataTablesNotFoundError:
                 pass  # not in the list nor on its own: gone (the waiters say so)
             except Exception as err:

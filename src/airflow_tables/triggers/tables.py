@@ -26,7 +26,7 @@ from typing import Any
 
 from airflow.triggers.base import BaseEventTrigger, BaseTrigger, TriggerEvent
 
-from airflow_tables.model import RefreshWatch, TableWatch
+from airflow_tables.model import RefreshWatch, TableSummary, TableWatch
 from airflow_tables.triggers._department_poller import watch
 
 #: Event statuses besides the table statuses ("ready", "failed", "gone").
@@ -85,10 +85,10 @@ class DataTablesProcessedTrigger(BaseTrigger):
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         table = TableWatch(self.card_id, self.replaced_after)
-        async with watch(self.datatables_conn_id, self.project_id, self.card_id, self.poll_interval) as department:
+        async with watch(self.datatables_conn_id, self.project_id, self.card_id, self.poll_interval) as subscription:
             while True:
                 left = None if self.deadline is None else self.deadline - time.time()
-                snapshot = None if left is not None and left <= 0 else await department.next(timeout=left)
+                snapshot = None if left is not None and left <= 0 else await subscription.next(timeout=left)
                 if snapshot is None:
                     yield self._event(TIMEOUT, message=f"table {self.card_id} was still being read at the deadline")
                     return
@@ -142,9 +142,9 @@ class DataTablesTableRefreshedTrigger(BaseEventTrigger):
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         table = RefreshWatch(self.card_id)
-        async with watch(self.datatables_conn_id, self.project_id, self.card_id, self.poll_interval) as department:
+        async with watch(self.datatables_conn_id, self.project_id, self.card_id, self.poll_interval) as subscription:
             while True:
-                snapshot = await department.next()
+                snapshot = await subscription.next()
                 if snapshot is None:
                     continue
                 error = snapshot.error_for(self.card_id)
@@ -162,7 +162,7 @@ class DataTablesTableRefreshedTrigger(BaseEventTrigger):
                             "card_id": self.card_id,
                             "project_id": self.project_id,
                             "completion_time": table.baseline,
-                            "rows": summary.get("Rows"),
+                            "rows": TableSummary.from_json(summary).rows,
                             "summary": summary,
                         }
                     )
