@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/fingerprint.py [--sizes 512] [--repeat 3]
 
-The fingerprint (XXH3-128 of the file, see airflow_tables/fingerprint.py) is computed in a
+The fingerprint (XXH3-128 of the file, see airflow_tables/sources/fingerprint.py) is computed in a
 thread beside the validation scan, as the operator does it (``while_validating``). Target
 (issue 14): validation with the fingerprint <= 1.25x validation alone on 512 MiB. For scale,
 the same with SHA-256 instead is also reported (not targeted).
@@ -20,7 +20,7 @@ from _common import Row, csv_file, machine, med, median_runs, python, run_proces
 
 ALONE = "from airflow_tables.validation import validate_csv; import sys; print(validate_csv(sys.argv[1]).rows)"
 WITH = (
-    "from airflow_tables.validation import validate_csv; from airflow_tables.fingerprint import while_validating\n"
+    "from airflow_tables.validation import validate_csv; from airflow_tables.sources.fingerprint import while_validating\n"
     "import sys; r, f = while_validating(lambda: validate_csv(sys.argv[1]), sys.argv[1]); print(r.rows, f)"
 )
 SHA256 = (

@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import Row, csv_file, machine, med, median_runs, python, run_process, write_rows  # noqa: E402
 
-from airflow_tables import csv_fastpath  # noqa: E402
+from airflow_tables.validation import kernels  # noqa: E402
 
 DUCKDB = (
     # No progress bar: past 2 s (a loaded machine) duckdb draws one on stdout, where the count is read.
@@ -46,7 +46,7 @@ PURE = "ours, pure Python"
 
 def contenders(path: Path, with_pyarrow: bool) -> dict:
     validate = [python(), "-m", "airflow_tables.cli", "validate", "--json", str(path)]
-    pure_python = {**os.environ, csv_fastpath.PURE_PYTHON_ENV: "1"}
+    pure_python = {**os.environ, kernels.PURE_PYTHON_ENV: "1"}
 
     def runs():
         result = {
@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", help="also write the report's rows here (for run_all.py)")
     args = parser.parse_args(argv)
     print(f"machine: {machine()}")
-    kernel = "native (C extension)" if csv_fastpath.native_available() else "pure Python: the C extension is NOT built"
+    kernel = "native (C extension)" if kernels.native_available() else "pure Python: the C extension is NOT built"
     print(f"airflow-tables scans with: {kernel}")
     print(f"{'file':<22} {'tool':<18} {'time s':>8} {'vs duckdb':>10} {'peak MiB':>9} rows")
     failures = []

@@ -13,15 +13,15 @@ import sys
 
 
 def main() -> int:
-    from airflow_tables import csv_fastpath
+    from airflow_tables.validation import kernels
 
-    if not csv_fastpath.native_available():
-        print("the wheel has no native kernel (airflow_tables._speedups did not import)", file=sys.stderr)
+    if not kernels.native_available():
+        print("the wheel has no native kernel (airflow_tables.validation._speedups did not import)", file=sys.stderr)
         return 1
     rows = [b"id,name,note"] + [b'%d,"row %d","a, quoted ""note"""' % (i, i) for i in range(5000)]
     data = memoryview(b"\r\n".join(rows) + b"\r\n\xff,broken,row\r\n")
-    native = csv_fastpath.NativeKernel(",", 3).scan(data, True)
-    python = csv_fastpath.PythonKernel(",", 3).scan(data, True)
+    native = kernels.NativeKernel(",", 3).scan(data, True)
+    python = kernels.PythonKernel(",", 3).scan(data, True)
     if native != python:
         print(f"the kernels disagree: native {native}, pure-Python {python}", file=sys.stderr)
         return 1

@@ -11,8 +11,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from airflow_tables import csv_rules
-from airflow_tables.validation import CsvReport, validate_csv
+from airflow_tables.validation import CsvReport, rules, validate_csv
 
 
 def _format_report(report: CsvReport) -> str:
@@ -59,8 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     validate.add_argument("files", nargs="+", metavar="FILE", help="a path, or a URI such as s3://conn@bucket/key.csv")
     validate.add_argument("--json", action="store_true", help="print a JSON list of reports")
-    validate.add_argument("--max-columns", type=int, default=csv_rules.MAX_COLUMNS, help="default: %(default)s")
-    validate.add_argument("--max-bytes", type=int, default=csv_rules.MAX_BYTES, help="default: %(default)s")
+    validate.add_argument("--max-columns", type=int, default=rules.MAX_COLUMNS, help="default: %(default)s")
+    validate.add_argument("--max-bytes", type=int, default=rules.MAX_BYTES, help="default: %(default)s")
     validate.add_argument(
         "--encoding", help="the files' encoding when not UTF-8 (a Python codec name: cp1252, latin-1, utf-16)"
     )

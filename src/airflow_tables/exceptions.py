@@ -9,10 +9,28 @@ service, a proxy or an HTTP library says, before any excerpt is cut).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Iterable
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from airflow_tables.csv_rules import Problem
+
+class CsvProblem(Protocol):
+    """One thing wrong with a CSV file, as :class:`CsvValidationError` lists it.
+
+    :class:`airflow_tables.validation.rules.Problem` is one; this module does not import it,
+    so that errors stay below validation.
+    """
+
+    @property
+    def code(self) -> str: ...
+
+    @property
+    def message(self) -> str: ...
+
+    @property
+    def line(self) -> int | None: ...
+
+    @property
+    def record(self) -> int | None: ...
 
 
 class DataTablesError(Exception):
@@ -123,9 +141,9 @@ class DataTablesImportUncertainError(DataTablesError):
 class CsvValidationError(ValueError):
     """A CSV file breaks the service's rules; ``problems`` lists every one found."""
 
-    def __init__(self, path: str, problems: list[Problem]) -> None:
+    def __init__(self, path: str, problems: Iterable[CsvProblem]) -> None:
         self.path = path
-        self.problems = list(problems)
+        self.problems: list[CsvProblem] = list(problems)
         lines = "\n".join(f"  - {p}" for p in self.problems)
         count = len(self.problems)
         super().__init__(

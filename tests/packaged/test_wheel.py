@@ -70,7 +70,7 @@ def test_uv_build_makes_an_sdist_with_the_c_source_and_a_wheel_with_the_provider
 
     with tarfile.open(sdist) as tar:
         names = tar.getnames()
-    assert any(n.endswith("src/airflow_tables/_speedups.c") for n in names), names
+    assert any(n.endswith("src/airflow_tables/validation/_speedups.c") for n in names), names
     with zipfile.ZipFile(wheel) as zf:
         names = zf.namelist()
         entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))

@@ -1,7 +1,7 @@
-"""The fast-path kernels (csv_fastpath) against the rules they stand in for.
+"""The fast-path kernels (validation/kernels.py) against the rules they stand in for.
 
 A kernel may stop early (hand a record to the exact read) but must never be wrong about
-what it accepts: every record it counts must be, by csv_rules.Records, one record with
+what it accepts: every record it counts must be, by rules.Records, one record with
 the header's number of fields, and its UTF-8 verdict must be bytes.decode's. These run
 against each kernel (conftest.py); the native one is also checked on random bytes, cut
 at every offset, and a file read in tiny chunks must give the same report as one read
@@ -14,15 +14,13 @@ import contextlib
 import csv
 import io
 import os
-import subprocess
-import sys
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from airflow_tables import csv_fastpath, csv_ranges, csv_rules, csv_scan
-from airflow_tables.validation import validate_csv
+from airflow_tables.validation import kernels, ranges, rules, validate_csv
+from airflow_tables.validation.scan import scan_file
 
 FIXTURE = HealthCheck.function_scoped_fixture
 # Bytes that matter to the structure, UTF-8 pieces (whole, cut short, overlong, surrogate), NUL.
@@ -44,32 +42,32 @@ PIECES = [
 csvish = st.lists(st.sampled_from(PIECES), max_size=60).map(b"".join)
 
 
-def kernel_for(delimiter: str, columns: int, verified: bool = True) -> csv_fastpath.Kernel:
+def kernel_for(delimiter: str, columns: int, verified: bool = True) -> kernels.Kernel:
     """The kernel under test; ``verified=False`` is the pure-Python one without its exact first-MiB check."""
-    found = csv_fastpath.kernel(delimiter, columns)
+    found = kernels.kernel(delimiter, columns)
     if found.name == "python" and not verified:
-        return csv_fastpath.PythonKernel(delimiter, columns, verify_bytes=0)
+        return kernels.PythonKernel(delimiter, columns, verify_bytes=0)
     return found
 
 
 def exact_widths(data: bytes, delimiter: str) -> list[int]:
-    return [len(fields) for _, fields in csv_rules.parse_records(data.decode("latin-1"), delimiter)]
+    return [len(fields) for _, fields in rules.parse_records(data.decode("latin-1"), delimiter)]
 
 
 def test_native_kernel_is_built():
     """CI measures and ships the native kernel: a silent fall back to pure Python must not pass unnoticed."""
-    assert csv_fastpath.native_available(), (
-        "airflow_tables._speedups was not built: install a C compiler and run `make setup` again"
+    assert kernels.native_available(), (
+        "airflow_tables.validation._speedups was not built: install a C compiler and run `make setup` again"
     )
 
 
 @settings(max_examples=1500, deadline=None, derandomize=True, suppress_health_check=[FIXTURE])
 @given(csvish, st.integers(min_value=1, max_value=4), st.sampled_from([",", ";"]), st.booleans())
 def test_what_a_kernel_accepts_is_what_the_rules_read(scan_kernel, data, columns, delimiter, final):
-    kernels = [kernel_for(delimiter, columns)]
+    candidates = [kernel_for(delimiter, columns)]
     if scan_kernel == "python" and b'"' not in data:  # without quotes, its skeleton alone must be right too
-        kernels.append(kernel_for(delimiter, columns, verified=False))
-    for kernel in kernels:
+        candidates.append(kernel_for(delimiter, columns, verified=False))
+    for kernel in candidates:
         found = kernel.scan(memoryview(data), final)
         accepted = data[: found.consumed]
         assert 0 <= found.consumed <= len(data)
@@ -79,7 +77,7 @@ def test_what_a_kernel_accepts_is_what_the_rules_read(scan_kernel, data, columns
             assert accepted.endswith((b"\n", b"\r")) or (final and found.consumed == len(data))
         if final and not found.stopped:
             assert found.consumed == len(data)
-        assert found.utf8_error == csv_fastpath.first_non_utf8(accepted)
+        assert found.utf8_error == kernels.first_non_utf8(accepted)
 
 
 @st.composite
@@ -129,9 +127,9 @@ def test_utf8_verdict_is_that_of_bytes_decode(scan_kernel, raw):
     if scan_kernel != "native":
         pytest.skip("the pure-Python kernel uses bytes.decode itself")
     text = b"x" + bytes(b for b in raw if b >= 0x80 or b in b"az") + b"\n"
-    found = csv_fastpath.kernel(",", 1).scan(memoryview(text), final=True)
+    found = kernels.kernel(",", 1).scan(memoryview(text), final=True)
     assert found[:3] == (1, len(text), False)
-    assert found.utf8_error == csv_fastpath.first_non_utf8(text)
+    assert found.utf8_error == kernels.first_non_utf8(text)
 
 
 def test_a_quote_that_is_data_is_read_exactly(scan_kernel, tmp_path):
@@ -167,7 +165,7 @@ def test_tiny_chunks_give_the_same_report(chunk, tmp_path, monkeypatch):
     bad = tmp_path / "latin1.csv"
     bad.write_bytes(("a,b\r\n" + "\r\n".join(f"{i},ok" for i in range(300)) + "\r\n").encode() + b"300,caf\xe9\r\n")
     expected = [validate_csv(p) for p in (path, bad)]
-    monkeypatch.setattr(csv_ranges, "CHUNK_BYTES", chunk)
+    monkeypatch.setattr(ranges, "CHUNK_BYTES", chunk)
     for want, got in zip(expected, (validate_csv(p) for p in (path, bad)), strict=True):
         assert (got.rows, [str(p) for p in got.errors]) == (want.rows, [str(p) for p in want.errors])
     assert expected[0].rows == 400 and "record 335 (line 668) has 2 fields" in str(expected[0].errors[0])
@@ -175,9 +173,9 @@ def test_tiny_chunks_give_the_same_report(chunk, tmp_path, monkeypatch):
 
 
 def test_kernel_refuses_what_it_cannot_scan():
-    if not csv_fastpath.native_available():
+    if not kernels.native_available():
         pytest.skip("the C extension is not built here")
-    from airflow_tables import _speedups
+    from airflow_tables.validation import _speedups
 
     with pytest.raises(ValueError, match="separator"):
         _speedups.plain_records(b"a\n", '"', 1, True)
@@ -189,23 +187,23 @@ def test_kernel_refuses_what_it_cannot_scan():
 
 @contextlib.contextmanager
 def _kernel_chosen(name: str):
-    """Scan with the named kernel (the environment switch csv_fastpath.kernel reads), then restore it."""
-    before = os.environ.get(csv_fastpath.PURE_PYTHON_ENV)
+    """Scan with the named kernel (the environment switch kernels.kernel reads), then restore it."""
+    before = os.environ.get(kernels.PURE_PYTHON_ENV)
     if name == "python":
-        os.environ[csv_fastpath.PURE_PYTHON_ENV] = "1"
+        os.environ[kernels.PURE_PYTHON_ENV] = "1"
     else:
-        os.environ.pop(csv_fastpath.PURE_PYTHON_ENV, None)
+        os.environ.pop(kernels.PURE_PYTHON_ENV, None)
     try:
         yield
     finally:
         if before is None:
-            os.environ.pop(csv_fastpath.PURE_PYTHON_ENV, None)
+            os.environ.pop(kernels.PURE_PYTHON_ENV, None)
         else:
-            os.environ[csv_fastpath.PURE_PYTHON_ENV] = before
+            os.environ[kernels.PURE_PYTHON_ENV] = before
 
 
 def _verdict(path) -> tuple:
-    scan = csv_scan.scan_file(path)
+    scan = scan_file(path)
     return scan.rows, scan.columns, [str(p) for p in scan.errors], [str(p) for p in scan.warnings]
 
 
@@ -232,7 +230,7 @@ def test_both_kernels_give_the_same_verdict(tmp_path, header, body):
 
     (It runs under each value of the autouse ``scan_kernel`` fixture, and chooses the kernels itself.)
     """
-    if not csv_fastpath.native_available():
+    if not kernels.native_available():
         pytest.skip("the C extension is not built here")
     path = tmp_path / "fuzz.csv"
     path.write_bytes(header + body)
@@ -246,60 +244,7 @@ def test_both_kernels_give_the_same_verdict(tmp_path, header, body):
 @pytest.mark.parametrize("data", [b'x",",\n', b'1,2\nx",",\n3,4\n'])
 def test_an_open_quote_after_a_quote_that_is_data_is_not_plain(scan_kernel, data):
     """``x",",`` pairs two quotes in the skeleton, but the second one opens a field that is never closed."""
-    found = csv_fastpath.kernel(",", 2).scan(memoryview(data), final=True)
-    records = csv_rules.parse_records(data[: found.consumed].decode(), ",")
+    found = kernels.kernel(",", 2).scan(memoryview(data), final=True)
+    records = rules.parse_records(data[: found.consumed].decode(), ",")
     assert len(list(records)) == found.records
     assert records.unterminated_line is None
-
-
-_BAD_TABLE_PROBE = """
-import sys
-from airflow_tables import _transcode
-from airflow_tables.sources.transcode import declared
-
-good = bytearray(declared("cp1252").table)
-case = sys.argv[1]
-table = bytearray(good)
-if case == "long entry":  # a length byte far past an entry's three bytes of UTF-8
-    table[4 * 0x80 + 3] = 0x7F
-elif case == "long undefined entry":
-    table[4 * 0x81 + 3] = 0x80 | 0x7F
-elif case == "empty entry":
-    table[4 * 0x80 + 3] = 0
-elif case == "ascii not the same":  # ascii_same promised, but the table maps "a" elsewhere
-    table[4 * ord("a") : 4 * ord("a") + 4] = b"b\\0\\0\\x01"
-source = bytes(range(256)) + bytes([0x80, 0x81]) * (1 << 20)  # every entry, then the long ones often
-try:
-    _transcode.single_byte_to_utf8(source, bytes(table), True, bytearray(3 * len(source)))
-    _transcode.single_byte_to_utf8(source, bytes(table), True, None)
-except ValueError as err:
-    print("ValueError:", err)
-else:
-    print("accepted")
-"""
-
-
-@pytest.mark.parametrize("case", ["long entry", "long undefined entry", "empty entry", "ascii not the same"])
-def test_the_transcoder_refuses_a_malformed_table(case):
-    """The private C transcoder checks its table's length bytes (a hand-made table wrote past its target).
-
-    In a child process, so that a crash fails this test instead of ending pytest.
-    """
-    pytest.importorskip("airflow_tables._transcode")
-    probe = subprocess.run(
-        [sys.executable, "-c", _BAD_TABLE_PROBE, case], capture_output=True, text=True, timeout=60, check=False
-    )
-    assert probe.returncode == 0, f"the transcoder crashed (exit {probe.returncode}): {probe.stderr[-500:]}"
-    assert probe.stdout.startswith("ValueError:") and "table" in probe.stdout, probe.stdout
-
-
-def test_the_transcoder_takes_the_tables_it_builds():
-    _transcode = pytest.importorskip("airflow_tables._transcode")
-    from airflow_tables.sources.transcode import declared
-
-    for name in ("cp1252", "latin-1", "cp437", "koi8-r", "ascii"):
-        codec = declared(name)
-        assert codec is not None and codec.table is not None
-        source = bytes(range(256))
-        written, _ = _transcode.single_byte_to_utf8(source, codec.table, codec.ascii_same, None)
-        assert written == len(source.decode(codec.name, errors="replace").encode())

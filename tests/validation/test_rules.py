@@ -1,4 +1,4 @@
-"""csv_rules is the one place that words what a scan reports, and the limits travel as one value."""
+"""validation/rules.py is the one place that words what a scan reports, and the limits travel as one value."""
 
 from __future__ import annotations
 
@@ -8,16 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from airflow_tables import csv_rules, csv_scan
-from airflow_tables.validation import validate_csv
+from airflow_tables.validation import rules, validate_csv
+from airflow_tables.validation.scan import scan_file
 
-SRC = Path(csv_rules.__file__).resolve().parent
+SRC = Path(rules.__file__).resolve().parents[1]  # the whole package
 
 
-def _problems_built_outside_csv_rules() -> list[str]:
+def _problems_built_outside_the_rules() -> list[str]:
     found = []
     for path in sorted(SRC.rglob("*.py")):
-        if path.name == "csv_rules.py":
+        if path.name == "rules.py":
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Call):
@@ -28,35 +28,35 @@ def _problems_built_outside_csv_rules() -> list[str]:
     return found
 
 
-def test_every_problem_is_worded_in_csv_rules():
-    assert _problems_built_outside_csv_rules() == []
+def test_every_problem_is_worded_in_the_rules():
+    assert _problems_built_outside_the_rules() == []
 
 
 def test_limits_are_one_frozen_value_checked_when_made():
-    limits = csv_rules.Limits(max_columns=2)
-    assert (limits.max_columns, limits.max_bytes) == (2, csv_rules.MAX_BYTES)
-    assert csv_rules.Limits(300, 512 * 1024**2) == csv_rules.SERVICE_LIMITS
+    limits = rules.Limits(max_columns=2)
+    assert (limits.max_columns, limits.max_bytes) == (2, rules.MAX_BYTES)
+    assert rules.Limits(300, 512 * 1024**2) == rules.SERVICE_LIMITS
     with pytest.raises(dataclasses.FrozenInstanceError):
         limits.max_columns = 3  # type: ignore[misc]
     for bad in (0, -1, True, 2.5):
         with pytest.raises(ValueError, match="max_columns must be a whole number of at least 1"):
-            csv_rules.Limits(max_columns=bad)  # type: ignore[arg-type]
+            rules.Limits(max_columns=bad)  # type: ignore[arg-type]
 
 
 def test_the_scan_takes_the_limits_value_and_validate_csv_builds_it(tmp_path):
     path = tmp_path / "data.csv"
     path.write_text("a,b,c\n1,2,3\n")
-    scan = csv_scan.scan_file(path, csv_rules.Limits(max_columns=2, max_bytes=10))
+    scan = scan_file(path, rules.Limits(max_columns=2, max_bytes=10))
     assert [p.code for p in scan.errors] == ["too-large", "too-many-columns"]
     assert [str(p) for p in scan.errors] == [str(p) for p in validate_csv(path, max_columns=2, max_bytes=10).errors]
     assert "at most 10 bytes." in scan.errors[0].message  # no "(0 MiB)" for a limit under a MiB
 
 
 def test_a_problem_found_further_in_moves_with_its_part_and_survives_json():
-    problem = csv_rules.unterminated_quote_problem(line=3, record=2)
+    problem = rules.unterminated_quote_problem(line=3, record=2)
     assert problem.moved(lines=10, records=5) == dataclasses.replace(problem, line=13, record=7)
-    assert csv_rules.Problem.from_dict(problem.to_dict()) == problem
-    assert csv_rules.no_rows_warning().moved(lines=4, records=1).line is None
+    assert rules.Problem.from_dict(problem.to_dict()) == problem
+    assert rules.no_rows_warning().moved(lines=4, records=1).line is None
 
 
 @pytest.mark.parametrize(
@@ -70,7 +70,7 @@ def test_a_problem_found_further_in_moves_with_its_part_and_survives_json():
 )
 def test_the_file_name_problem_promises_no_option_the_operators_lack(name, words):
     """There is no argument to send a file under another name (yet): the message must not offer one."""
-    problem = csv_rules.check_file_name(name)
+    problem = rules.check_file_name(name)
     assert problem is not None and problem.code == "file-name"
     assert "pass a name" not in problem.message and "(or " not in problem.message
     for word in words:

@@ -3,8 +3,8 @@
 Start it with ``airflow-tables-emulator --data-dir DIR`` (see ``--help`` and
 ``docs/emulator.md``). It is the other side of the wire from the hook: it never
 imports the hook, the operators or Airflow, so the two cannot agree on the same
-mistake. It reads files through :mod:`airflow_tables.csv_rules` and
-:mod:`airflow_tables.csv_scan`, the rules the validator uses.
+mistake. It reads files through :mod:`airflow_tables.validation`: the
+rules and the scan the validator uses.
 
 Modules, one job each:
 

@@ -28,10 +28,11 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from airflow_tables import csv_rules, csv_scan
 from airflow_tables.emulator.config import CARD_ID
 from airflow_tables.emulator.errors import ApiError
 from airflow_tables.emulator.multipart import BODY_ALLOWANCE, FilePart, FormParser, ImportForm, body_limit, boundary_of
+from airflow_tables.validation import rules
+from airflow_tables.validation.scan import FileScan, scan_file
 
 if TYPE_CHECKING:
     from airflow_tables.emulator.config import ApiKey, EmulatorConfig
@@ -141,14 +142,14 @@ class Api:
     async def list_cards(self, request: Request) -> dict:
         project_id = request.path_params["project_id"]
         self.authorize(self.caller(request), project_id, "listing tables", manage=False)
-        lock = self.reader.settings.lock_while_reading
+        lock = self.reader.controls.lock_while_reading
         return {"Cards": [summary(c, lock_while_reading=lock) for c in self.store.list_cards(project_id)]}
 
     async def get_card(self, request: Request) -> dict:
         project_id, card_id = request.path_params["project_id"], request.path_params["card_id"]
         self.authorize(self.caller(request), project_id, "fetching a table", manage=False)
         return detail(
-            self.store.get_card(project_id, card_id), lock_while_reading=self.reader.settings.lock_while_reading
+            self.store.get_card(project_id, card_id), lock_while_reading=self.reader.controls.lock_while_reading
         )
 
     async def delete_card(self, request: Request) -> dict:
@@ -196,7 +197,7 @@ class Api:
             raise
         self.imports_accepted += 1
         self.reader.start(card, scan)
-        if form.fields.get("CardID") and not self.reader.settings.replacement_card_id:
+        if form.fields.get("CardID") and not self.reader.controls.replacement_card_id:
             return {"Success": True}  # a test setting: the seed only implies that a replacement repeats it
         return {"Success": True, "CardID": card.card_id}
 
@@ -258,31 +259,31 @@ class Api:
                 )
         if not upload.filename:
             raise ApiError(400, "the File part has no file name; the name must end in .csv")
-        if (problem := csv_rules.check_file_name(upload.filename)) is not None:
+        if (problem := rules.check_file_name(upload.filename)) is not None:
             raise ApiError(400, problem.message)
         return project_id, upload, card_id
 
     async def _accept(
         self, request: Request, boundary: bytes | None, form: ImportForm, relative: str
-    ) -> tuple[Card, csv_scan.FileScan]:
+    ) -> tuple[Card, FileScan]:
         """Apply every import rule in the documented order; spend the credit last."""
         key = self.caller(request)
         project_id, upload, card_id = self._fields(boundary, form)
         self.authorize(key, project_id, "importing a file", manage=True)
         media_type = (upload.content_type or "").split(";")[0].strip().lower()
-        if media_type != csv_rules.MEDIA_TYPE:
+        if media_type != rules.MEDIA_TYPE:
             raise ApiError(
                 415,
                 f"the File part {upload.filename!r} is sent as {upload.content_type or 'no media type'!s}; the "
                 f'service takes only text/csv (with curl: -F "File=@{upload.filename};type=text/csv")',
             )
         if upload.too_large:
-            problem = csv_rules.too_large_problem(upload.size, self.config.limits)
+            problem = rules.too_large_problem(upload.size, self.config.limits)
             raise ApiError(413, f"the file {upload.filename!r} was refused and no credit was used: {problem.message}")
         self.store.check_import(key.organisation, project_id, card_id)
         if upload.path is None:  # kept for every known caller's upload that is not too large
             raise ApiError(400, f"the file {upload.filename!r} was not received whole")
-        scan = await run_in_threadpool(csv_scan.scan_file, upload.path, self.config.limits)
+        scan = await run_in_threadpool(scan_file, upload.path, self.config.limits)
         if scan.errors:
             problems = "; ".join(str(p) for p in scan.errors)
             raise ApiError(422, f"the file {upload.filename!r} was refused and no credit was used: {problems}")
@@ -290,7 +291,7 @@ class Api:
             key.organisation,
             project_id,
             card_id,
-            name=upload.filename[: -len(csv_rules.FILE_SUFFIX)],
+            name=upload.filename[: -len(rules.FILE_SUFFIX)],
             domain=self.config.department(project_id).domain,
             file=relative,
             file_name=upload.filename,

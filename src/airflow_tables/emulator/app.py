@@ -18,7 +18,7 @@ from starlette.exceptions import HTTPException
 
 from airflow_tables.emulator.api import Api, json_response
 from airflow_tables.emulator.profile import connector_columns
-from airflow_tables.emulator.reader import Reader, Settings
+from airflow_tables.emulator.reader import Reader, ReadingControls
 from airflow_tables.emulator.store import Store
 
 if TYPE_CHECKING:
@@ -60,8 +60,8 @@ def create_app(config: EmulatorConfig):
     removed = store.remove_orphan_files()
     if removed:
         log.info("removed %d file(s) of uploads that never finished", removed)
-    settings = Settings(config.processing_delay)
-    reader = Reader(store, settings, config.limits)
+    controls = ReadingControls(config.processing_delay)
+    reader = Reader(store, controls, config.limits)
     api = Api(config, store, reader)
     routes = api.routes()
     faults = None
@@ -70,7 +70,7 @@ def create_app(config: EmulatorConfig):
         from airflow_tables.emulator.faults import Faults
 
         faults = Faults()
-        routes += Controls(api, settings, faults).routes()
+        routes += Controls(api, controls, faults).routes()
 
     @contextlib.asynccontextmanager
     async def lifespan(app):

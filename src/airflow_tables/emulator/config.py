@@ -40,11 +40,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from airflow_tables import csv_rules
+from airflow_tables.validation import rules
 
 DEFAULT_CREDITS = 100
 DEFAULT_DOMAIN = "General"
-ROLES = ("manage", "read")
 CONNECTOR_STATUSES = ("active", "paused")
 DATA_TYPES = ("long", "string")
 #: The shape of a CardID: ``CRD-`` and a UUID.
@@ -119,7 +118,7 @@ class EmulatorConfig:
     departments: dict[str, Department] = field(default_factory=dict)
     api_keys: dict[str, ApiKey] = field(default_factory=dict)
     connectors: list[Connector] = field(default_factory=list)
-    limits: csv_rules.Limits = csv_rules.SERVICE_LIMITS
+    limits: rules.Limits = rules.SERVICE_LIMITS
     timeouts: Timeouts = Timeouts()
     host: str = "127.0.0.1"
     port: int = 8765
@@ -214,7 +213,7 @@ def parse(data: dict, config: EmulatorConfig, source: str = "configuration") -> 
     limits = _expect(data.get("limits", {}), dict, "limits", "an object")
     _no_extra(limits, {"max_bytes", "max_columns"}, "limits")
     try:
-        config.limits = csv_rules.Limits(
+        config.limits = rules.Limits(
             max_columns=_expect(
                 limits.get("max_columns", config.limits.max_columns), int, "limits.max_columns", "a number"
             ),

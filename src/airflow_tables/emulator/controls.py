@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
     from airflow_tables.emulator.api import Api
     from airflow_tables.emulator.faults import Faults
-    from airflow_tables.emulator.reader import Settings
+    from airflow_tables.emulator.reader import ReadingControls
 
 
 async def _json_body(request: Request) -> dict:
@@ -43,9 +43,9 @@ async def _json_body(request: Request) -> dict:
 class Controls:
     """The test-control endpoints over the API's state, the reading settings and the fault rules."""
 
-    def __init__(self, api: Api, settings: Settings, faults: Faults) -> None:
+    def __init__(self, api: Api, reading: ReadingControls, faults: Faults) -> None:
         self.api = api
-        self.settings = settings
+        self.reading = reading
         self.faults = faults
 
     def routes(self) -> list[Route]:
@@ -87,17 +87,17 @@ class Controls:
             raise ApiError(400, f"processing_delay must be a number of seconds, 0 or more, not {delay!r}")
         if fails is not None and (isinstance(fails, bool) or not isinstance(fails, int) or fails < 0):
             raise ApiError(400, f"fail_readings must be a whole number, 0 or more, not {fails!r}")
-        self.settings.update(
+        self.reading.update(
             processing_delay=delay,
             fail_readings=fails,
             lock_while_reading=data.get("lock_while_reading"),
             replacement_card_id=data.get("replacement_card_id"),
         )
-        return self.settings.as_dict()
+        return self.reading.as_dict()
 
     async def reset_settings(self, request: Request) -> dict:
-        self.settings.reset()
-        return self.settings.as_dict()
+        self.reading.reset()
+        return self.reading.as_dict()
 
     async def stats(self, request: Request) -> dict:
         return {

@@ -11,7 +11,7 @@ costs little more than scanning it:
 * ``DataType`` is ``long`` when every non-blank value in the sample is an integer
   literal (optional sign, ASCII digits, surrounding blanks ignored) that fits in
   64 bits, else ``string``; a column with no value at all is ``string``. The rule and
-  the sample's size live in :mod:`airflow_tables.csv_types`, which the provider's
+  the sample's size live in :mod:`airflow_tables.validation.types`, which the provider's
   expectations step reads columns with too;
 * distinct values are counted exactly up to :data:`DISTINCT_CAP`, then reported
   as "more than" it, so memory stays bounded however wide the table.
@@ -28,8 +28,9 @@ from contextlib import closing
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from airflow_tables import csv_rules, csv_scan, csv_types
-from airflow_tables.csv_types import SAMPLE_ROWS, SAMPLE_VALUES
+from airflow_tables.validation import rules
+from airflow_tables.validation.scan import FileScan, data_records
+from airflow_tables.validation.types import LONG, SAMPLE_ROWS, SAMPLE_VALUES, STRING, long_range, sample_rows
 
 if TYPE_CHECKING:
     from airflow_tables.emulator.config import Connector
@@ -78,7 +79,7 @@ class ColumnStats:
             self._add_integers(stripped)
 
     def _add_integers(self, stripped: list[str]) -> None:
-        found = csv_types.long_range(stripped)
+        found = long_range(stripped)
         if found is None:
             self.integer = False
             return
@@ -88,7 +89,7 @@ class ColumnStats:
 
     @property
     def data_type(self) -> str:
-        return csv_types.LONG if self.integer and self.values > self.blanks else csv_types.STRING
+        return LONG if self.integer and self.values > self.blanks else STRING
 
     def describe(self, sampled: int, total: int) -> str:
         """One or two sentences that are true of the sampled values."""
@@ -133,11 +134,11 @@ class TableProfile:
     description: str
 
 
-def profile_file(scan: csv_scan.FileScan, file_name: str) -> TableProfile:
+def profile_file(scan: FileScan, file_name: str) -> TableProfile:
     """Profile an accepted file from its scan: values from a bounded sample, shape from the full scan."""
     stats = [ColumnStats(name) for name in scan.columns]
     width = len(stats)
-    limit = csv_types.sample_rows(width)
+    limit = sample_rows(width)
     batch_rows = max(1, BATCH_VALUES // max(width, 1))
     batch: list[list[str]] = []
     sampled = 0
@@ -149,7 +150,7 @@ def profile_file(scan: csv_scan.FileScan, file_name: str) -> TableProfile:
             batch.clear()
 
     if scan.rows:
-        with closing(csv_scan.data_records(scan)) as records:
+        with closing(data_records(scan)) as records:
             for _, fields in records:
                 if len(fields) != width:  # an accepted file has none; a damaged one is not profiled wrongly
                     continue
@@ -172,8 +173,8 @@ def _names(names: list[str], limit: int = 5) -> str:
     return f"{shown} and {len(names) - limit} more" if len(names) > limit else shown
 
 
-def _table_description(scan: csv_scan.FileScan, stats: list[ColumnStats], sampled: int, file_name: str) -> str:
-    separator = csv_rules.DELIMITER_NAMES.get(scan.delimiter, repr(scan.delimiter))
+def _table_description(scan: FileScan, stats: list[ColumnStats], sampled: int, file_name: str) -> str:
+    separator = rules.DELIMITER_NAMES.get(scan.delimiter, repr(scan.delimiter))
     parts = [
         f"{scan.rows:,} rows and {len(stats)} columns read from {file_name} ({separator}-separated, "
         f"{'UTF-8 with a byte-order mark' if scan.encoding == 'utf-8-sig' else 'UTF-8'})."

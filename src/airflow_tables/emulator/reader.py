@@ -8,7 +8,7 @@ a restart, :meth:`Reader.resume` starts again every reading the last process did
 not finish, from the file kept in the data directory (the upload itself is never
 needed again).
 
-:class:`Settings` holds the test controls that shape a reading: the minimum time
+:class:`ReadingControls` holds the test controls that shape a reading: the minimum time
 a table stays being read (``processing_delay``, read live so lowering it releases
 waiting tables) and a number of readings to fail on purpose (``fail_readings``).
 """
@@ -20,8 +20,9 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from airflow_tables import csv_rules, csv_scan
 from airflow_tables.emulator.profile import TableProfile, profile_file
+from airflow_tables.validation import rules
+from airflow_tables.validation.scan import FileScan, scan_file
 
 if TYPE_CHECKING:
     from airflow_tables.emulator.store import Card, Store
@@ -33,7 +34,7 @@ class ReadingFailed(Exception):
     """The file cannot become the table's data; the message is the reason users see."""
 
 
-class Settings:
+class ReadingControls:
     """Test controls consulted by readings; safe to change from any thread."""
 
     def __init__(self, processing_delay: float = 0.0) -> None:
@@ -95,12 +96,12 @@ class Settings:
 class Reader:
     """Starts, runs and resumes readings; the store holds their state, so threads hold nothing durable."""
 
-    def __init__(self, store: Store, settings: Settings, limits: csv_rules.Limits) -> None:
+    def __init__(self, store: Store, controls: ReadingControls, limits: rules.Limits) -> None:
         self.store = store
-        self.settings = settings
+        self.controls = controls
         self.limits = limits
 
-    def start(self, card: Card, scan: csv_scan.FileScan | None = None) -> None:
+    def start(self, card: Card, scan: FileScan | None = None) -> None:
         """Read ``card``'s pending file in the background; ``scan`` is the upload check's, when there was one."""
         thread = threading.Thread(target=self.read, args=(card, scan), name=f"reading {card.card_id}", daemon=True)
         thread.start()
@@ -113,7 +114,7 @@ class Reader:
             self.start(card)
         return len(pending)
 
-    def read(self, card: Card, scan: csv_scan.FileScan | None = None) -> None:
+    def read(self, card: Card, scan: FileScan | None = None) -> None:
         """Read the file and end the reading, one way or the other."""
         if card.pending_file is None:  # only a table being read is handed here
             raise ValueError(f"table {card.card_id} has no file being read")
@@ -122,7 +123,7 @@ class Reader:
         profile = TableProfile(card.rows, card.columns, "")  # what a failed reading leaves
         successful = False
         try:
-            if self.settings.take_failure():
+            if self.controls.take_failure():
                 raise ReadingFailed("the test control fail_readings made this reading fail")
             profile = profile_file(scan or self._rescan(card), name)
             successful = True
@@ -131,7 +132,7 @@ class Reader:
         except Exception as err:  # our own bug must not leave the table being read for ever
             log.exception("reading %s for table %s failed", name, card.card_id)
             profile.description = f"Reading {name} failed: the service could not read it ({type(err).__name__})."
-        self.settings.wait_until_due(card.accepted_at or 0.0)
+        self.controls.wait_until_due(card.accepted_at or 0.0)
         self.store.finish_reading(
             card.card_id,
             pending_file,
@@ -141,14 +142,14 @@ class Reader:
             successful=successful,
         )
 
-    def _rescan(self, card: Card) -> csv_scan.FileScan:
+    def _rescan(self, card: Card) -> FileScan:
         """Scan the kept file again (a resumed reading has no upload check to start from)."""
         if card.pending_file is None:
             raise ReadingFailed("the table has no file being read")
         path = self.store.path(card.pending_file)
         if not path.is_file():
             raise ReadingFailed("the uploaded file is no longer in the emulator's data directory")
-        scan = csv_scan.scan_file(path, self.limits)
+        scan = scan_file(path, self.limits)
         if scan.errors:
             raise ReadingFailed("; ".join(str(p) for p in scan.errors[:5]))
         return scan

@@ -26,7 +26,7 @@ import functools
 import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, BinaryIO, cast
+from typing import Any, BinaryIO, cast
 
 from airflow_tables.sources.allowed import ARGUMENT, SourceNotAllowedError, check_object, check_path, parse_prefixes
 from airflow_tables.sources.storage import (
@@ -39,10 +39,7 @@ from airflow_tables.sources.storage import (
     local_size,
     stat_object,
 )
-from airflow_tables.sources.transcode import Codec, Converter, DecodeError, Utf8Reader, declared
-
-if TYPE_CHECKING:
-    from airflow_tables.csv_rules import Problem
+from airflow_tables.sources.transcode import Codec, Converter, DecodeError, Undecodable, Utf8Reader, declared
 
 __all__ = [
     "Source",
@@ -127,21 +124,20 @@ class Source:
     def _counted_utf8_size(self) -> int:
         size, error = _count_utf8(self)
         if error is not None:
-            raise SourceError(self.label, str(replace(self, decode_error=error).decode_problem()))
+            raise SourceError(self.label, str(replace(self, decode_error=error).undecodable()))
         return size
 
-    def decode_problem(self) -> Problem | None:
-        """The first bytes not valid in the declared encoding, as a problem with its line; None if all are."""
+    def undecodable(self) -> Undecodable | None:
+        """The first bytes not valid in the declared encoding, with their line; None if all are."""
         if self.decode_error is None:
             return None
-        from airflow_tables import csv_rules
-        from airflow_tables.csv_ranges import count_breaks
+        from airflow_tables.validation.ranges import count_breaks
 
         codec = self.converted_from or self.codec
         with self.open() as f:
             line = count_breaks(f, 0, self.decode_error.output_offset) + 1
         error = self.decode_error
-        return csv_rules.undecodable_problem(line, codec.name if codec else "utf-8", error.source_offset, error.bad)
+        return Undecodable(line, codec.name if codec else "utf-8", error.source_offset, error.bad)
 
 
 def open_source(file: Any, encoding: str | None = None, *, allowed: str | Sequence[str] | None = None) -> Source:
@@ -173,12 +169,12 @@ def open_source(file: Any, encoding: str | None = None, *, allowed: str | Sequen
 def _count_utf8(source: Source) -> tuple[int, DecodeError | None]:
     """Convert the whole source once, keeping only the count (and the first undecodable bytes).
 
-    A local file is counted in place (mapped, :mod:`airflow_tables._mapped`), an object as it streams.
+    A local file is counted in place (mapped, :mod:`airflow_tables.sources.mapped`), an object as it streams.
     """
     assert source.codec is not None
     converter = Converter(source.codec)
     if source.local_path is not None:
-        from airflow_tables._mapped import mapped_windows
+        from airflow_tables.sources.mapped import mapped_windows
 
         total = 0
         for view in mapped_windows(source.local_path, "counted"):

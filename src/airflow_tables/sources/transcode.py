@@ -6,7 +6,7 @@ into UTF-8 (a character split between two blocks is carried over), and :class:`U
 is the binary stream of the result, for the upload and the validator alike.
 
 Single-byte code pages (Windows-1252, Latin-1, ISO 8859-x, KOI8-R, EBCDIC...) go through a
-256-entry table applied by the C kernel ``airflow_tables._transcode`` (about thirty times
+256-entry table applied by the C kernel ``airflow_tables.sources._transcode`` (about thirty times
 Python's codecs);
 every other codec (UTF-16, Shift JIS, GB18030...) through Python's incremental decoders.
 A byte the encoding does not define becomes U+FFFD and the first one is remembered
@@ -27,7 +27,7 @@ from typing import BinaryIO
 _transcode: ModuleType | None
 try:
     # A compiled module: no stub, so the checker does not know it (see setup.py).
-    from airflow_tables import _transcode  # type: ignore[attr-defined,no-redef]
+    from airflow_tables.sources import _transcode  # type: ignore[attr-defined,no-redef]
 except ImportError:  # not built here (no C compiler at install time): Python's codecs do it
     _transcode = None
 
@@ -104,6 +104,29 @@ class DecodeError:
     source_offset: int  # in the file as stored
     output_offset: int  # in its UTF-8 conversion (where the U+FFFD stands)
     bad: bytes
+
+
+@dataclass(frozen=True)
+class Undecodable:
+    """A :class:`DecodeError` located by line, in words: what validation reports as an ``encoding`` problem."""
+
+    line: int
+    encoding: str
+    offset: int  # in the file as stored
+    bad: bytes
+
+    def describe(self) -> str:
+        """What is wrong and what to do, without the line (a report gives the line apart)."""
+        shown = " ".join(f"0x{b:02X}" for b in self.bad[:4])
+        many = len(self.bad) > 1
+        return (
+            f"byte{'s' if many else ''} {shown} (offset {self.offset:,}) {'are' if many else 'is'} not valid "
+            f"{self.encoding}: the file was written in another encoding, or is damaged. Declare the encoding it "
+            "was written in (encoding=...)."
+        )
+
+    def __str__(self) -> str:
+        return f"line {self.line}: {self.describe()}"
 
 
 class Converter:

@@ -1,9 +1,8 @@
-"""Check a CSV file against the Data Tables Service's rules before it is uploaded.
+"""The report on a CSV file: :func:`validate_csv`, :func:`validate_source` and :class:`CsvReport`.
 
 Every import costs a credit, so the question "will the service take this file, and
-how will it read it?" is answered here, locally, in one streaming pass. The rules
-themselves live in :mod:`airflow_tables.csv_rules`; the emulator reads files through
-the same rules, so what this says is what the emulator does.
+how will it read it?" is answered here, locally, in one streaming pass, from what
+:mod:`.scan` finds and the wording of :mod:`.rules`.
 """
 
 from __future__ import annotations
@@ -11,43 +10,23 @@ from __future__ import annotations
 import codecs
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from airflow_tables import csv_rules
-from airflow_tables.csv_rules import Problem
-from airflow_tables.csv_scan import FileScan, scan_file, scan_stream
 from airflow_tables.exceptions import CsvValidationError
+from airflow_tables.validation import rules
+from airflow_tables.validation.rules import Problem
+from airflow_tables.validation.scan import FileScan, Findings, scan_file, scan_stream
 
 if TYPE_CHECKING:
     from airflow_tables.sources import Source
 
-__all__ = ["CsvReport", "CsvValidationError", "Problem", "validate_csv", "validate_source"]
+__all__ = ["CsvReport", "validate_csv", "validate_source"]
 
 
 @dataclass
-class CsvReport:
+class CsvReport(Findings):
     """How the service will read a file, and everything that stops it from doing so."""
-
-    path: str
-    size_bytes: int
-    delimiter: str
-    columns: list[str]
-    rows: int
-    errors: list[Problem] = field(default_factory=list)
-    warnings: list[Problem] = field(default_factory=list)
-    encoding: str = "utf-8"
-    line_terminator: str = "\n"
-    headings: list[str] = field(default_factory=list)
-    #: The error that ended the reading before the end of the file: ``rows`` counts only what came before it.
-    stopped: Problem | None = None
-    #: How many columns the header has; ``columns`` names at most ``max_columns + 1`` of them (a
-    #: header too wide is counted, not named, so memory stays flat however long its line). -1: ``len(columns)``.
-    column_count: int = -1
-
-    def __post_init__(self) -> None:
-        if self.column_count < 0:
-            self.column_count = len(self.columns)
 
     @property
     def ok(self) -> bool:
@@ -56,7 +35,7 @@ class CsvReport:
     @property
     def read(self) -> bool:
         """False when the file could not be opened at all (missing, a directory, no permission)."""
-        return self.stopped is None or self.stopped.code != csv_rules.UNREADABLE
+        return self.stopped is None or self.stopped.code != rules.UNREADABLE
 
     def raise_for_errors(self) -> None:
         """Raise :class:`CsvValidationError` listing every problem, if there is any."""
@@ -101,7 +80,7 @@ class CsvReport:
             return self.counts()
         parts = [self.counts()]
         if self.columns:  # a file with no heading has no separator or encoding worth naming
-            parts += [f"{csv_rules.DELIMITER_NAMES.get(self.delimiter, repr(self.delimiter))}-separated", self.encoding]
+            parts += [f"{rules.DELIMITER_NAMES.get(self.delimiter, repr(self.delimiter))}-separated", self.encoding]
         return ", ".join([*parts, f"{self.size_bytes:,} bytes"])
 
     def summary(self) -> str:
@@ -117,8 +96,8 @@ def _count(n: int, noun: str) -> str:
 def validate_csv(
     path: str | os.PathLike | Any,
     *,
-    max_columns: int = csv_rules.MAX_COLUMNS,
-    max_bytes: int = csv_rules.MAX_BYTES,
+    max_columns: int = rules.MAX_COLUMNS,
+    max_bytes: int = rules.MAX_BYTES,
     encoding: str | None = None,
 ) -> CsvReport:
     """Read ``path`` once, streaming, in bounded memory, and report what the service will make of it.
@@ -148,7 +127,7 @@ def validate_csv(
 
 
 def validate_source(
-    source: Source, *, max_columns: int = csv_rules.MAX_COLUMNS, max_bytes: int = csv_rules.MAX_BYTES
+    source: Source, *, max_columns: int = rules.MAX_COLUMNS, max_bytes: int = rules.MAX_BYTES
 ) -> CsvReport:
     """:func:`validate_csv` for a :class:`~airflow_tables.sources.Source`.
 
@@ -159,10 +138,10 @@ def validate_source(
     """
     from airflow_tables.sources import SourceError, staged
 
-    limits = csv_rules.Limits(max_columns=max_columns, max_bytes=max_bytes)
+    limits = rules.Limits(max_columns=max_columns, max_bytes=max_bytes)
     if source.codec is None and source.stored_size > max_bytes and not source.is_local_utf8:
         # Too large to send: not worth copying out of storage to say more.
-        return _report(source, errors=[csv_rules.too_large_problem(source.stored_size, limits)])
+        return _report(source, errors=[rules.too_large_problem(source.stored_size, limits)])
     try:
         misread = _utf8_declared_otherwise(source)
         if source.codec is None and not source.is_local_utf8:
@@ -171,11 +150,12 @@ def validate_source(
                 return _scanned(source, scan)
         with staged(source, max_bytes=max_bytes) as local:
             if not local.complete:
-                too_large = csv_rules.too_large_problem(max_bytes, limits, at_least=True)
+                too_large = rules.too_large_problem(max_bytes, limits, at_least=True)
                 return _report(source, errors=[too_large])
             assert local.local_path is not None  # staged: the bytes are in a local file
             scan = scan_file(local.local_path, limits)
-            undecodable = local.decode_problem()
+            found = local.undecodable()
+            undecodable = None if found is None else rules.undecodable_problem(found)
     except SourceError as err:
         return _unreadable(err.label, err.reason)
     except OSError as err:
@@ -214,15 +194,15 @@ def _utf8_declared_otherwise(source: Source) -> list[Problem]:
     if not text or "\x00" in text:
         return []
     if codec.table is None:
-        return [csv_rules.utf8_declared_wide_problem(codec.name)]
+        return [rules.utf8_declared_wide_problem(codec.name)]
     word = _NON_ASCII_WORD.search(text)
     if word is None:
         return []
     misread = word.group().encode().decode(codec.name, errors="replace")
-    return [csv_rules.mojibake_warning(codec.name, word.group(), misread)]
+    return [rules.mojibake_warning(codec.name, word.group(), misread)]
 
 
-def _scan_object(source: Source, limits: csv_rules.Limits) -> FileScan | None:
+def _scan_object(source: Source, limits: rules.Limits) -> FileScan | None:
     """Scan an object as it streams; None when only a local copy can describe it (see :func:`scan_stream`)."""
     from airflow_tables.sources import changed_size
 
@@ -248,24 +228,20 @@ def _scanned(
     if undecodable or any(p.code == "encoding" for p in misread):
         warnings = [w for w in warnings if w.code != "no-rows"]
     return CsvReport(
-        path=source.label,
-        size_bytes=scan.size_bytes,
-        delimiter=scan.delimiter,
-        columns=scan.columns,
-        rows=scan.rows,
-        errors=errors,
-        warnings=warnings,
-        encoding=source.encoding or scan.encoding,
-        line_terminator=scan.line_terminator,
-        headings=scan.headings,
-        stopped=undecodable or scan.stopped,
-        column_count=scan.column_count,
+        **{
+            **scan.findings(),
+            "path": source.label,
+            "errors": errors,
+            "warnings": warnings,
+            "encoding": source.encoding or scan.encoding,
+            "stopped": undecodable or scan.stopped,
+        }
     )
 
 
 def _report(source: Source, errors: list[Problem]) -> CsvReport:
     """A report of a file that was not scanned: its name and the problems found without reading it."""
-    name_problem = csv_rules.check_file_name(source.name)
+    name_problem = rules.check_file_name(source.name)
     return CsvReport(
         path=source.label,
         size_bytes=source.stored_size,
@@ -279,5 +255,5 @@ def _report(source: Source, errors: list[Problem]) -> CsvReport:
 
 
 def _unreadable(label: str, reason: str) -> CsvReport:
-    problem = csv_rules.unreadable_problem(label, reason)
+    problem = rules.unreadable_problem(label, reason)
     return CsvReport(path=label, size_bytes=0, delimiter=",", columns=[], rows=0, errors=[problem], stopped=problem)

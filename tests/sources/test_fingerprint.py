@@ -6,8 +6,8 @@ import os
 
 import xxhash
 
-from airflow_tables._mapped import WINDOW
-from airflow_tables.fingerprint import ALGORITHM, fingerprint_file
+from airflow_tables.sources.fingerprint import ALGORITHM, fingerprint_file
+from airflow_tables.sources.mapped import WINDOW
 
 
 def expected(data: bytes, encoding: str | None = None) -> str:

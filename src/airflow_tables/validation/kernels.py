@@ -5,13 +5,13 @@ and every field is either unquoted or quoted from its first byte to a closing qu
 that stands right before a separator or a line break. Recognising plain records, and
 checking that their bytes are UTF-8, is all the fast path does. The first record that is
 anything else (a ragged row, a blank line, a quote used as data, a NUL byte, a quote
-never closed) is handed back, and :mod:`csv_ranges` reads from there exactly, with
-:class:`csv_rules.Records`, which is what names the problem. So the fast path decides
+never closed) is handed back, and :mod:`ranges` reads from there exactly, with
+:class:`rules.Records`, which is what names the problem. So the fast path decides
 nothing the rules do not: it only says "nothing to see here" faster.
 
 Two kernels give the same answers (``tests/validation/test_kernels.py`` holds them to it):
 
-* :class:`NativeKernel`, the C extension ``airflow_tables._speedups``: one pass that reads
+* :class:`NativeKernel`, the C extension ``airflow_tables.validation._speedups``: one pass that reads
   64 bytes at a time as bit masks (the technique of simdjson and simdcsv), checking UTF-8
   on the way. ``setup.py`` builds it where a C compiler exists; it is optional.
 * :class:`PythonKernel`, bytes operations on a block at a time (``bytes.translate`` keeps
@@ -30,12 +30,12 @@ import os
 from types import ModuleType
 from typing import NamedTuple, Protocol
 
-from airflow_tables import csv_rules
+from airflow_tables.validation import rules
 
 _speedups: ModuleType | None
 try:
     # A compiled module: no stub, so the checker does not know it (see setup.py).
-    from airflow_tables import _speedups  # type: ignore[attr-defined,no-redef]
+    from airflow_tables.validation import _speedups  # type: ignore[attr-defined,no-redef]
 except ImportError:  # not built here (no C compiler at install time): the pure-Python kernel does
     _speedups = None
 
@@ -56,7 +56,7 @@ class BlockScan(NamedTuple):
 
 class Kernel(Protocol):
     name: str
-    #: Files with more data than this are scanned on two processes (see csv_ranges.scan_data).
+    #: Files with more data than this are scanned on two processes (see ranges.scan_data).
     parallel_min_bytes: int
 
     def scan(self, block: memoryview, final: bool) -> BlockScan:
@@ -104,7 +104,7 @@ class NativeKernel:
         return BlockScan(records, consumed, stopped, utf8_error if 0 <= utf8_error < consumed else -1)
 
 
-_KEEP = {d: bytes([ord(d), 10, 13, 34]) for d in csv_rules.DELIMITERS}
+_KEEP = {d: bytes([ord(d), 10, 13, 34]) for d in rules.DELIMITERS}
 _DELETE = {d: bytes(b for b in range(256) if b not in keep) for d, keep in _KEEP.items()}
 
 
@@ -227,6 +227,6 @@ class PythonKernel:
         The quote state is compared too: a quote that is data can pair up in the skeleton with
         one that opens a field (``x",",``), and the widths then agree although that field never ends.
         """
-        exact = csv_rules.parse_records(data.decode("latin-1"), self.delimiter)
+        exact = rules.parse_records(data.decode("latin-1"), self.delimiter)
         widths = [len(fields) for _, fields in exact]
         return exact.unterminated_line is None and len(widths) == records and all(w == self.columns for w in widths)

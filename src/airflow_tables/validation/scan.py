@@ -1,7 +1,7 @@
 """Everything the service's rules say about one CSV file, read once, streaming.
 
 :func:`scan_file` reads the encoding mark, detects the separator, reads the header and
-names its columns (:mod:`csv_rules`), then has :mod:`csv_ranges` check every record's
+names its columns (:mod:`rules`), then has :mod:`ranges` check every record's
 shape and returns a :class:`FileScan`. :func:`data_records` streams a scanned file's
 values. The validator reports a FileScan; the emulator's reader reads files through it,
 so the two can never disagree.
@@ -16,8 +16,8 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, cast
 
-from airflow_tables import csv_fastpath, csv_rules
-from airflow_tables.csv_ranges import (
+from airflow_tables.validation import kernels, rules
+from airflow_tables.validation.ranges import (
     MAX_RECORD_BYTES,
     NotPlain,
     RangeScan,
@@ -25,30 +25,45 @@ from airflow_tables.csv_ranges import (
     line_breaks,
     scan_data,
 )
-from airflow_tables.csv_ranges import scan_stream as scan_stream_records
-from airflow_tables.csv_rules import Problem
+from airflow_tables.validation.ranges import scan_stream as scan_stream_records
+from airflow_tables.validation.rules import Problem
 
 
 @dataclass
-class FileScan:
-    """Everything the rules say about one file: how the service will read it, and what is wrong."""
+class Findings:
+    """How the service will read a file and what stops it: what a scan finds and a report shows, declared once."""
 
     path: str
     size_bytes: int
-    encoding: str = "utf-8"
     delimiter: str = ","
-    line_terminator: str = "\n"
-    headings: list[str] = field(default_factory=list)
     #: Named as the service will name them; past ``max_columns + 1`` a header is counted, not named.
     columns: list[str] = field(default_factory=list)
-    column_count: int = 0  # how many columns the header has (``len(columns)`` unless it is too wide)
     rows: int = 0
     errors: list[Problem] = field(default_factory=list)
     warnings: list[Problem] = field(default_factory=list)
+    encoding: str = "utf-8"
+    line_terminator: str = "\n"
+    headings: list[str] = field(default_factory=list)
+    #: The error that ended the reading before the end of the file: ``rows`` counts only what came before it.
+    stopped: Problem | None = None
+    #: How many columns the header has (``len(columns)`` unless it is too wide; -1 when made: ``len(columns)``).
+    column_count: int = -1
+
+    def __post_init__(self) -> None:
+        if self.column_count < 0:
+            self.column_count = len(self.columns)
+
+    def findings(self) -> dict[str, Any]:
+        """These fields by name, to build another kind of findings from (a scan's report)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(Findings)}
+
+
+@dataclass
+class FileScan(Findings):
+    """Everything the rules say about one file, and where its records start (for reading them again)."""
+
     data_offset: int = 0  # where the first record after the header starts
     data_line: int = 2  # the line it starts on
-    #: The error that ended the reading before the end of the file (``rows`` then counts what came before).
-    stopped: Problem | None = None
 
     def stop(self, problem: Problem) -> FileScan:
         """Record ``problem`` as the error that ends the reading here."""
@@ -64,29 +79,29 @@ def _line_terminator(head: bytes) -> str:
     return max((crlf, "\r\n"), (lf, "\n"), (cr, "\r"))[1] if (crlf or lf or cr) else "\n"
 
 
-def read_header(f, offset: int, size: int, delimiter: str, keep: int) -> tuple[bytes, int, int, csv_rules.RecordShape]:
+def read_header(f, offset: int, size: int, delimiter: str, keep: int) -> tuple[bytes, int, int, rules.RecordShape]:
     """Return the header record's bytes, the offset after it, its line number and its shape.
 
     Blank lines before it are skipped, as they are everywhere. The record ends where the
-    rules of :class:`csv_rules.Records` end it (a quote that is data does not run it on);
+    rules of :class:`rules.Records` end it (a quote that is data does not run it on);
     only as much is read as it takes (at most :data:`MAX_RECORD_BYTES`), and its fields
-    are counted, not built (:func:`csv_rules.record_shape`; ``keep``: how many to name).
+    are counted, not built (:func:`rules.record_shape`; ``keep``: how many to name).
     """
     f.seek(offset)
     buf = bytearray()
     pos = 0
     line = 1
-    want = csv_rules.SNIFF_BYTES
+    want = rules.SNIFF_BYTES
     while True:
         while True:
             at_end = len(buf) >= size - offset
-            shape = csv_rules.record_shape(buf, pos, delimiter, keep, final=at_end)
+            shape = rules.record_shape(buf, pos, delimiter, keep, final=at_end)
             if shape.end != -1 or at_end or len(buf) > MAX_RECORD_BYTES:
                 break
             more = f.read(want)
             if not more:
                 at_end = True  # the file is shorter than its size said
-                shape = csv_rules.record_shape(buf, pos, delimiter, keep, final=True)
+                shape = rules.record_shape(buf, pos, delimiter, keep, final=True)
                 break
             buf += more
             want *= 2
@@ -99,7 +114,7 @@ def read_header(f, offset: int, size: int, delimiter: str, keep: int) -> tuple[b
         pos = end
 
 
-def scan_file(path: str | os.PathLike, limits: csv_rules.Limits = csv_rules.SERVICE_LIMITS) -> FileScan:
+def scan_file(path: str | os.PathLike, limits: rules.Limits = rules.SERVICE_LIMITS) -> FileScan:
     """Read ``path`` once, streaming, and report everything the service's rules say about it."""
     path = os.fspath(path)
     size = os.stat(path).st_size
@@ -112,7 +127,7 @@ def scan_file(path: str | os.PathLike, limits: csv_rules.Limits = csv_rules.SERV
 
 
 def scan_stream(
-    stream: BinaryIO, label: str, size: int, limits: csv_rules.Limits = csv_rules.SERVICE_LIMITS
+    stream: BinaryIO, label: str, size: int, limits: rules.Limits = rules.SERVICE_LIMITS
 ) -> FileScan | None:
     """:func:`scan_file` for a UTF-8 stream of ``size`` bytes (an object in storage), read once as it arrives.
 
@@ -148,54 +163,54 @@ def _scan(
     f: BinaryIO,
     path: str,
     size: int,
-    limits: csv_rules.Limits,
+    limits: rules.Limits,
     scan_records: Callable[[BinaryIO, int, str, int], RangeScan],
 ) -> FileScan:
     """Read the header of ``f`` and have ``scan_records`` scan what follows it; put the report together."""
     scan = FileScan(path=path, size_bytes=size)
-    if (problem := csv_rules.check_file_name(path)) is not None:
+    if (problem := rules.check_file_name(path)) is not None:
         scan.errors.append(problem)
     if size > limits.max_bytes:
-        scan.errors.append(csv_rules.too_large_problem(size, limits))
-    head = f.read(csv_rules.SNIFF_BYTES)
+        scan.errors.append(rules.too_large_problem(size, limits))
+    head = f.read(rules.SNIFF_BYTES)
     if len(head) > size:  # the size read before is not the file's: every later step would read the wrong bytes
-        return scan.stop(csv_rules.size_unknown_problem(path, size))
-    if (binary := csv_rules.binary_signature(head)) is not None:
-        return scan.stop(csv_rules.not_a_csv_problem(*binary))
-    enc = csv_rules.sniff_encoding(head)
+        return scan.stop(rules.size_unknown_problem(path, size))
+    if (binary := rules.binary_signature(head)) is not None:
+        return scan.stop(rules.not_a_csv_problem(*binary))
+    enc = rules.sniff_encoding(head)
     scan.encoding = enc.name
     if enc.problems:  # say what the file holds all the same, so the fix is obvious
         scan.stop(enc.problems[0])
         scan.errors.extend(enc.problems[1:])
         text = head[enc.bom_length :].decode(enc.name, errors="replace")
-        scan.delimiter = csv_rules.detect_delimiter(text)
-        first = next(iter(csv_rules.parse_records(text, scan.delimiter)), None)
+        scan.delimiter = rules.detect_delimiter(text)
+        first = next(iter(rules.parse_records(text, scan.delimiter)), None)
         scan.headings = first[1][: limits.max_columns + 1] if first else []
-        scan.columns = csv_rules.name_columns(scan.headings)
+        scan.columns = rules.name_columns(scan.headings)
         scan.column_count = len(scan.columns)
         return scan
     head = head[enc.bom_length :]
     if not head.strip(b"\r\n"):
-        scan.errors.append(csv_rules.empty_file_problem())
+        scan.errors.append(rules.empty_file_problem())
         return scan
     sample = head.decode("utf-8", errors="replace")
-    scan.delimiter = csv_rules.detect_delimiter(sample)
+    scan.delimiter = rules.detect_delimiter(sample)
     scan.line_terminator = _line_terminator(head)
     keep = limits.max_columns + 1  # enough to say the header is too wide; the rest is counted, not named
     header, data_offset, header_line, shape = read_header(f, enc.bom_length, size, scan.delimiter, keep)
     named = header if shape.named_end == -1 else header[: shape.named_end]
-    records = csv_rules.parse_records(named.decode("utf-8", errors="replace"), scan.delimiter, header_line)
+    records = rules.parse_records(named.decode("utf-8", errors="replace"), scan.delimiter, header_line)
     first = next(iter(records), None)
     scan.headings = first[1] if first else [""] if shape.named_end != -1 else []
-    scan.columns = csv_rules.name_columns(scan.headings)
+    scan.columns = rules.name_columns(scan.headings)
     scan.column_count = len(scan.columns) if shape.named_end == -1 else shape.fields
     scan.data_offset = data_offset
-    scan.warnings.extend(csv_rules.heading_warnings(scan.headings, scan.columns))
+    scan.warnings.extend(rules.heading_warnings(scan.headings, scan.columns))
     scan.errors.extend(_heading_byte_problems(header, header_line))
     if records.unterminated_line is not None or shape.unterminated:
-        return scan.stop(csv_rules.header_unterminated_problem(header_line))
+        return scan.stop(rules.header_unterminated_problem(header_line))
     if scan.column_count > limits.max_columns:  # refused, but the rows are still counted for the report
-        scan.errors.append(csv_rules.too_many_columns_problem(scan.column_count, limits, header_line))
+        scan.errors.append(rules.too_many_columns_problem(scan.column_count, limits, header_line))
     data = scan_records(f, data_offset, scan.delimiter, scan.column_count)
     scan.rows = data.records
     line_base = header_line + line_breaks(header)
@@ -205,13 +220,13 @@ def _scan(
     for p in sorted(data.problems, key=lambda p: p.line or 0):
         if p.code not in found:
             scan.errors.append(p.moved(lines=line_base - 1, records=1))
-            if data.stopped and p.code == csv_rules.RECORD_TOO_LONG:  # the one problem that ends a scan
+            if data.stopped and p.code == rules.RECORD_TOO_LONG:  # the one problem that ends a scan
                 scan.stopped = scan.errors[-1]
     if data.ragged_total:
         listed = [(record + 1, line + line_base - 1, fields) for record, line, fields in data.ragged]
-        scan.errors.append(csv_rules.ragged_rows_problem(data.ragged_total, listed, scan.column_count))
+        scan.errors.append(rules.ragged_rows_problem(data.ragged_total, listed, scan.column_count))
     if not data.stopped and data.records == 0:
-        scan.warnings.append(csv_rules.no_rows_warning())
+        scan.warnings.append(rules.no_rows_warning())
     return scan
 
 
@@ -279,10 +294,10 @@ class _Replay(io.RawIOBase):
 def _heading_byte_problems(header: bytes, line: int) -> list[Problem]:
     """The checks every data record's bytes get (UTF-8, no NUL), for the heading row."""
     problems = []
-    if (at := csv_fastpath.first_non_utf8(header)) >= 0:
-        problems.append(csv_rules.non_utf8_problem(line + line_breaks(header[:at]), header[at]))
+    if (at := kernels.first_non_utf8(header)) >= 0:
+        problems.append(rules.non_utf8_problem(line + line_breaks(header[:at]), header[at]))
     if (at := header.find(b"\x00")) >= 0:
-        problems.append(csv_rules.nul_byte_problem(line + line_breaks(header[:at])))
+        problems.append(rules.nul_byte_problem(line + line_breaks(header[:at])))
     return problems
 
 
@@ -298,4 +313,4 @@ def data_records(scan: FileScan) -> Generator[tuple[int, list[str]], None, None]
             for block in byte_blocks(f, scan.data_offset)
             for line in io.StringIO(block.decode("utf-8", errors="replace"), newline="")
         )
-        yield from csv_rules.Records(lines, scan.delimiter, scan.data_line)
+        yield from rules.Records(lines, scan.delimiter, scan.data_line)

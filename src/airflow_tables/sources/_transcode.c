@@ -1,5 +1,5 @@
 /*
- * airflow_tables._transcode: single-byte text to UTF-8, the native kernel of
+ * airflow_tables.sources._transcode: single-byte text to UTF-8, the native kernel of
  * airflow_tables.sources.transcode (optional).
  *
  * Files exported from older systems come in Windows-1252, Latin-1 and the other
@@ -168,7 +168,7 @@ static PyMethodDef transcode_methods[] = {
 
 static struct PyModuleDef transcode_module = {
     PyModuleDef_HEAD_INIT,
-    "airflow_tables._transcode",
+    "airflow_tables.sources._transcode",
     "Native single-byte to UTF-8 conversion for airflow_tables.sources.transcode (optional).",
     -1,
     transcode_methods,

@@ -9,9 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from airflow_tables import csv_ranges, csv_rules
 from airflow_tables.exceptions import CsvValidationError
-from airflow_tables.validation import validate_csv
+from airflow_tables.validation import ranges, rules, validate_csv
 
 
 def write(tmp_path: Path, text: str | bytes, name: str = "data.csv") -> Path:
@@ -45,8 +44,8 @@ def test_headings_named_as_the_service_will(tmp_path):
 
 
 def test_name_columns_scheme():
-    assert csv_rules.name_columns(["a", "a", "a", ""]) == ["a", "a_2", "a_3", "column_4"]
-    assert csv_rules.name_columns([" x ", "X"]) == ["x", "X_2"]
+    assert rules.name_columns(["a", "a", "a", ""]) == ["a", "a_2", "a_3", "column_4"]
+    assert rules.name_columns([" x ", "X"]) == ["x", "X_2"]
 
 
 def test_ragged_rows_reported_with_record_and_line(tmp_path):
@@ -142,15 +141,15 @@ def test_raise_for_errors_lists_every_problem(tmp_path):
 
 def test_parallel_scan_agrees_with_single(tmp_path, monkeypatch):
     """Large files are split between two processes; the answer must not depend on it."""
-    from airflow_tables import csv_fastpath
+    from airflow_tables.validation import kernels
 
     rows = [f'{i},"q {i}, with\nbreak",x{i}' for i in range(40_000)]
     rows[31_337] = "short"
     path = write(tmp_path, "a,b,c\n" + "\n".join(rows) + "\n")
     single = validate_csv(path)
-    for kernel in (csv_fastpath.NativeKernel, csv_fastpath.PythonKernel):
+    for kernel in (kernels.NativeKernel, kernels.PythonKernel):
         monkeypatch.setattr(kernel, "parallel_min_bytes", 1024)
-    monkeypatch.setattr(csv_fastpath, "VERIFY_BYTES", 0)
+    monkeypatch.setattr(kernels, "VERIFY_BYTES", 0)
     split = validate_csv(path)
     assert single.rows == split.rows == 40_000
     assert [str(p) for p in single.errors] == [str(p) for p in split.errors]
@@ -312,7 +311,7 @@ def test_a_report_says_where_counting_stopped_and_why(tmp_path, content, counts)
 
 
 def test_a_record_that_never_ends_reports_the_rows_before_it(tmp_path, monkeypatch):
-    monkeypatch.setattr(csv_ranges, "MAX_RECORD_BYTES", 1000)
+    monkeypatch.setattr(ranges, "MAX_RECORD_BYTES", 1000)
     report = validate_csv(write(tmp_path, 'a,b\n1,2\n3,4\n5,"' + "x\n" * 800_000))
     assert report.stopped is not None and report.stopped.code == "record-too-long"
     assert report.counts() == "2 columns, at least 2 rows: reading stopped at line 4 (record-too-long)"
@@ -354,7 +353,7 @@ def test_a_header_of_millions_of_columns_is_counted_in_flat_memory(tmp_path, quo
     assert f"the header has {columns:,} columns" in report["errors"][0]["message"]
     assert f"does not have the header's {columns} fields" in report["errors"][1]["message"]
     assert found["describe"].startswith(f"{columns:,} columns, 1 row")
-    assert len(report["columns"]) == csv_rules.MAX_COLUMNS + 1
+    assert len(report["columns"]) == rules.MAX_COLUMNS + 1
     assert found["grown_mib"] < 64, f"peak memory grew by {found['grown_mib']:.0f} MiB"
     assert found["seconds"] < 5, f"took {found['seconds']:.1f} s"
 

@@ -1,5 +1,5 @@
 /*
- * airflow_tables._speedups: the native kernel of airflow_tables.csv_fastpath (optional).
+ * airflow_tables.validation._speedups: the native kernel of airflow_tables.validation.kernels (optional).
  *
  * One function, plain_records, answers in one pass what the pure-Python kernel needs
  * several passes of bytes operations for (bytes.translate, split, decode): how many
@@ -7,7 +7,7 @@
  * The pure-Python kernel stays in use wherever this module could not be built;
  * tests/validation/test_kernels.py holds the two to the same answers.
  *
- * It decides nothing the rules in csv_rules.py do not: it only recognises *plain*
+ * It decides nothing the rules in validation/rules.py do not: it only recognises *plain*
  * records (the header's number of fields, every field unquoted or quoted from its
  * first byte to a closing quote right before a separator or a line break, no NUL byte,
  * no blank line) and stops at the first record that is anything else, which Python
@@ -308,8 +308,8 @@ static PyMethodDef speedups_methods[] = {
 
 static struct PyModuleDef speedups_module = {
     PyModuleDef_HEAD_INIT,
-    "airflow_tables._speedups",
-    "Native kernels for airflow_tables.csv_ranges (optional; see csv_fastpath.py).",
+    "airflow_tables.validation._speedups",
+    "The native kernel of airflow_tables.validation.kernels (optional).",
     -1,
     speedups_methods,
     NULL,

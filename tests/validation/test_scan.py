@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from tests.validation.test_corpus import CORPUS, RECORDS
 from tests.validation.test_properties import tables, written
 
-from airflow_tables.csv_scan import scan_file, scan_stream
+from airflow_tables.validation.scan import scan_file, scan_stream
 
 FIXTURE = HealthCheck.function_scoped_fixture
 
@@ -138,7 +138,7 @@ def test_the_corpus_streams_to_the_same_scans(tmp_path):
 
 
 def test_the_replay_goes_back_only_while_it_keeps_what_it_read():
-    from airflow_tables.csv_scan import _Replay
+    from airflow_tables.validation.scan import _Replay
 
     replay = _Replay(Trickle(b"0123456789", 3))
     assert replay.read(5) == b"01234"

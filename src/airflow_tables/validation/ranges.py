@@ -1,6 +1,6 @@
 """Scanning byte ranges of a CSV file for its structure, a megabyte at a time, on up to two processes.
 
-The machinery behind :mod:`airflow_tables.csv_scan` (which reads the header and puts a
+The machinery behind :mod:`.scan` (which reads the header and puts a
 file's report together). Why a scan of its own and not :mod:`csv`: the stdlib reader
 builds every field as a Python object (4-5 s for 512 MiB), and the libraries that are
 faster hold hundreds of MiB or miss ragged rows (``shared/bench/ANCHORS.md``). What the
@@ -8,13 +8,13 @@ service cares about is structure: how many records, and whether every record has
 many fields as the header.
 
 A range is read into one reused buffer, a megabyte at a time. A kernel of
-:mod:`csv_fastpath` counts the plain records at the start of the buffer (and checks their
+:mod:`kernels` counts the plain records at the start of the buffer (and checks their
 bytes are UTF-8); the incomplete record at its end is carried into the next read. The
 first record that is not plain (a ragged row, a blank line, a NUL byte, an open quote, a
 quote that is data) switches the rest of the file to an exact read by
-:class:`csv_rules.Records`, which names the records and lines. Large files are split in
+:class:`rules.Records`, which names the records and lines. Large files are split in
 two at a verified record boundary and the second half is scanned by a child process
-(``python -m airflow_tables.csv_ranges``); if the split still falls inside a quoted
+(``python -m airflow_tables.validation.ranges``); if the split still falls inside a quoted
 field, the child's answer is thrown away and the scan goes on alone, so the result never
 depends on the split.
 """
@@ -28,8 +28,8 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from airflow_tables import csv_fastpath, csv_rules
-from airflow_tables.csv_rules import Problem
+from airflow_tables.validation import kernels, rules
+from airflow_tables.validation.rules import Problem
 
 CHUNK_BYTES = 1024 * 1024
 #: A record longer than this is almost certainly an unclosed quote; stop rather than grow.
@@ -145,33 +145,12 @@ def byte_blocks(f, offset: int) -> Iterator[bytes]:
         yield buf[: cut + 1]
 
 
-def first_boundary(buf: bytes, start: int = 0) -> int:
-    """Index just after the first line break outside quotes at or after ``start``, or -1."""
-    quotes = 0
-    pos = start
-    while True:
-        nl, cr = buf.find(b"\n", pos), buf.find(b"\r", pos)
-        if nl == -1 and cr == -1:
-            return -1
-        brk = cr if nl == -1 or (cr != -1 and cr < nl) else nl
-        quotes += buf.count(b'"', pos, brk)
-        end = brk + 1
-        if buf[brk] == 13:  # CR: a CRLF pair is one break; a CR at the end may be half of one
-            if end == len(buf):
-                return -1
-            if buf[end] == 10:
-                end += 1
-        if quotes % 2 == 0:
-            return end
-        pos = end
-
-
 class _RangeReader:
     """Scans a byte range with a fast-path kernel, falling back to an exact read at the first record that is not plain.
 
     Anything not plain (a ragged row, a blank line, a NUL byte, a quote in the middle of
     a field, a quote left open) makes the rest be read exactly, by
-    :class:`csv_rules.Records`, which is what names the records and lines. The exact
+    :class:`rules.Records`, which is what names the records and lines. The exact
     read goes on to the end of the file, because a record that is not plain may run on
     past the end of the range.
     """
@@ -180,11 +159,11 @@ class _RangeReader:
         self.path = path  # None for a stream, which cannot be read again
         self.delimiter = delimiter
         self.columns = columns
-        self.kernel = csv_fastpath.kernel(delimiter, columns)
+        self.kernel = kernels.kernel(delimiter, columns)
         self.result = RangeScan(start=start, end=start)
         self.utf8_ok = True
 
-    def plain(self, block: memoryview, final: bool) -> csv_fastpath.BlockScan:
+    def plain(self, block: memoryview, final: bool) -> kernels.BlockScan:
         """Account for the plain records at the start of ``block`` (which starts at ``result.end``)."""
         found = self.kernel.scan(block, final)
         if found.utf8_error >= 0:
@@ -198,7 +177,7 @@ class _RangeReader:
         res = self.result
         res.to_eof = True
         res.lines = count_breaks(f, res.start, offset)
-        records = csv_rules.Records(self._text_lines(f, offset), self.delimiter, res.lines + 1)
+        records = rules.Records(self._text_lines(f, offset), self.delimiter, res.lines + 1)
         for line, fields in records:
             res.records += 1
             if len(fields) != self.columns:
@@ -206,7 +185,7 @@ class _RangeReader:
                 if len(res.ragged) < MAX_LISTED:
                     res.ragged.append((res.records, line, len(fields)))
         if records.unterminated_line is not None:
-            res.problems.append(csv_rules.unterminated_quote_problem(records.unterminated_line, res.records))
+            res.problems.append(rules.unterminated_quote_problem(records.unterminated_line, res.records))
 
     def _text_lines(self, f, offset: int) -> Iterator[str]:
         """The file's lines from ``offset``, checking each block's bytes and counting its lines."""
@@ -231,21 +210,21 @@ class _RangeReader:
         at = block.find(b"\x00")
         if at == -1 or any(p.code == "nul-byte" for p in self.result.problems):
             return
-        self.result.problems.append(csv_rules.nul_byte_problem(self._line_at(block, at)))
+        self.result.problems.append(rules.nul_byte_problem(self._line_at(block, at)))
 
     def _check_utf8(self, block: bytes) -> None:
-        if self.utf8_ok and (at := csv_fastpath.first_non_utf8(block)) >= 0:
+        if self.utf8_ok and (at := kernels.first_non_utf8(block)) >= 0:
             self._utf8_problem(block, at)
 
     def _utf8_problem(self, block: bytes, at: int) -> None:
         """Note that ``block[at]`` starts the first sequence that is not UTF-8 (only the first is reported)."""
         if self.utf8_ok:
             self.utf8_ok = False
-            self.result.problems.append(csv_rules.non_utf8_problem(self._line_at(block, at), block[at]))
+            self.result.problems.append(rules.non_utf8_problem(self._line_at(block, at), block[at]))
 
     def too_long(self) -> None:
         self.result.stopped = True
-        self.result.problems.append(csv_rules.record_too_long_problem(MAX_RECORD_BYTES, self._line_at(b"", 0)))
+        self.result.problems.append(rules.record_too_long_problem(MAX_RECORD_BYTES, self._line_at(b"", 0)))
 
 
 class _Buffer:
@@ -348,7 +327,7 @@ def split_point(path: str | os.PathLike, start: int, size: int, delimiter: str, 
     for _ in range(64):
         if pos <= 0:
             return None
-        probe = csv_fastpath.kernel(delimiter, columns)
+        probe = kernels.kernel(delimiter, columns)
         found = probe.scan(memoryview(window)[pos : pos + 256 * 1024], final=False)
         if found.records and not found.stopped:
             return middle + pos
@@ -359,14 +338,14 @@ def split_point(path: str | os.PathLike, start: int, size: int, delimiter: str, 
 def scan_data(path: str | os.PathLike, start: int, size: int, delimiter: str, columns: int) -> RangeScan:
     """Scan the records after the header, on two processes when the file is large."""
     mid = None
-    if size - start >= csv_fastpath.kernel(delimiter, columns).parallel_min_bytes and (os.cpu_count() or 1) > 1:
+    if size - start >= kernels.kernel(delimiter, columns).parallel_min_bytes and (os.cpu_count() or 1) > 1:
         mid = split_point(path, start, size, delimiter, columns)
     if mid is None:
         return scan_range(path, start, None, delimiter, columns)
     import subprocess  # only large files pay for it
 
     child = subprocess.Popen(
-        [sys.executable, "-m", "airflow_tables.csv_ranges", os.fspath(path), str(mid), delimiter, str(columns)],
+        [sys.executable, "-m", "airflow_tables.validation.ranges", os.fspath(path), str(mid), delimiter, str(columns)],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
     )

@@ -1,0 +1,589 @@
+"""The Data Tables Service's rules for reading a CSV file, in one place.
+
+The validator (:mod:`airflow_tables.validation`) and the emulator's reader
+(:mod:`airflow_tables.emulator.reader`) both read files through this module and
+:mod:`airflow_tables.validation.scan`, so the two can never disagree about what a file
+contains. Standard library only: ``airflow-tables validate`` must start in
+milliseconds and the emulator must not depend on the client.
+
+What the service's interface document states (section 4.4 and 8) and what we
+chose where it is silent (see ``docs/validation.md``):
+
+* The file name ends in ``.csv`` (stated).
+* The separator is detected among comma, semicolon, tab and pipe (stated). We
+  count separators outside quotes on the first lines and pick the one whose
+  count is the same on the most lines; a file whose heading row none of them
+  splits is one column and reads as comma-separated (chosen).
+* The first record holds the column names (stated). Blank headings get a name
+  and repeated headings get a number (stated); the scheme is ours:
+  ``column_<position>`` for a blank heading, ``<name>_<n>`` for the n-th
+  occurrence of a name, compared after trimming whitespace and ignoring case.
+* At most 300 columns and 512 MB (stated; 512 MB read as 512 MiB, the larger
+  reading, since the document does not define MB).
+* Quoting follows RFC 4180 as Python's csv module reads it: a field may be
+  enclosed in double quotes, inside which separators and line breaks are data
+  and a doubled quote is one quote; a quote in the middle of an unquoted field is
+  data (chosen: it is how pandas and most services read). Blank lines are not
+  records.
+* Encoding: UTF-8, with or without a byte-order mark (the mark is not part of the
+  first heading). Anything else is refused before upload (chosen, defensively:
+  the document names no encoding, and a misread file still costs a credit), unless
+  its encoding is declared: it is then converted to UTF-8 before these rules read
+  it (:mod:`airflow_tables.sources`).
+"""
+
+from __future__ import annotations
+
+import codecs
+import csv
+import dataclasses
+import io
+import itertools
+import os
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from airflow_tables.sources.transcode import Undecodable
+
+MAX_COLUMNS = 300
+MAX_BYTES = 512 * 1024**2
+DELIMITERS = (",", ";", "\t", "|")
+QUOTE = '"'
+MEDIA_TYPE = "text/csv"
+FILE_SUFFIX = ".csv"
+
+#: How much of the file's start is used to detect the separator and encoding.
+SNIFF_BYTES = 64 * 1024
+
+DELIMITER_NAMES = {",": "comma", ";": "semicolon", "\t": "tab", "|": "pipe"}
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The service's size limits, as one value the validator and the emulator pass around.
+
+    Defaults are the service's own (300 columns, 512 MiB); tests and the emulator's
+    configuration lower them.
+    """
+
+    max_columns: int = MAX_COLUMNS
+    max_bytes: int = MAX_BYTES
+
+    def __post_init__(self) -> None:
+        for name in ("max_columns", "max_bytes"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a whole number of at least 1, not {value!r}")
+
+
+#: The service's limits.
+SERVICE_LIMITS = Limits()
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a file, located as precisely as we know it.
+
+    ``code`` is stable and machine-readable (``ragged-rows``, ``too-many-columns``...);
+    ``message`` is for people and says what to do.
+    """
+
+    code: str
+    message: str
+    line: int | None = None
+    record: int | None = None
+
+    def where(self) -> str:
+        """``line 12 (record 11)``, or as much of it as is known."""
+        parts = []
+        if self.line is not None:
+            parts.append(f"line {self.line}")
+        if self.record is not None:
+            parts.append(f"record {self.record}" if not parts else f"(record {self.record})")
+        return " ".join(parts)
+
+    def __str__(self) -> str:
+        where = self.where()
+        return f"{where}: {self.message}" if where else self.message
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"code": self.code, "message": self.message, "line": self.line, "record": self.record}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Problem:
+        """The inverse of :meth:`to_dict` (a scan's second half reports through JSON)."""
+        return cls(data["code"], data["message"], data.get("line"), data.get("record"))
+
+    def moved(self, lines: int, records: int) -> Problem:
+        """The same problem, found in a part of the file that starts ``lines`` lines and ``records`` records in."""
+        return dataclasses.replace(
+            self,
+            line=None if self.line is None else self.line + lines,
+            record=None if self.record is None else self.record + records,
+        )
+
+
+@dataclass
+class Encoding:
+    """What the file's first bytes say about its encoding."""
+
+    name: str  # "utf-8", "utf-8-sig", "utf-16-le", "utf-16-be"
+    bom_length: int = 0
+    problems: list[Problem] = field(default_factory=list)
+
+
+def sniff_encoding(head: bytes) -> Encoding:
+    """Tell the encoding from the byte-order mark, refusing UTF-16 and UTF-32."""
+    if head.startswith(codecs.BOM_UTF8):
+        return Encoding("utf-8-sig", len(codecs.BOM_UTF8))
+    for bom, name in (
+        (codecs.BOM_UTF32_LE, "utf-32-le"),
+        (codecs.BOM_UTF32_BE, "utf-32-be"),
+        (codecs.BOM_UTF16_LE, "utf-16-le"),
+        (codecs.BOM_UTF16_BE, "utf-16-be"),
+    ):
+        if head.startswith(bom):
+            return Encoding(name, len(bom), [_wide_encoding_problem(name)])
+    # UTF-16 without a mark: every other byte of ASCII text is NUL.
+    sample = head[:1024]
+    if len(sample) >= 4 and sample[1::2].count(0) > len(sample) // 4 and sample[0::2].count(0) == 0:
+        return Encoding("utf-16-le", 0, [_wide_encoding_problem("utf-16-le", bom=False)])
+    if len(sample) >= 4 and sample[0::2].count(0) > len(sample) // 4 and sample[1::2].count(0) == 0:
+        return Encoding("utf-16-be", 0, [_wide_encoding_problem("utf-16-be", bom=False)])
+    return Encoding("utf-8")
+
+
+#: What files often mistaken for a CSV start with: (first bytes, what the file is, what to do).
+_SPREADSHEET_ADVICE = "open it in the spreadsheet program and save it as 'CSV UTF-8'"
+_OLE = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"  # Office 97-2003 files
+_SIGNATURES: tuple[tuple[bytes, str, str], ...] = (
+    (b"\x1f\x8b", "a gzip file", "decompress it first (gunzip)"),
+    (b"PK\x03\x04", "a zip archive", "extract the CSV from it first (unzip)"),
+    (b"BZh", "a bzip2 file", "decompress it first (bunzip2)"),
+    (b"\xfd7zXZ\x00", "an xz file", "decompress it first (unxz)"),
+    (b"\x28\xb5\x2f\xfd", "a zstd file", "decompress it first (unzstd)"),
+    (b"7z\xbc\xaf\x27\x1c", "a 7-Zip archive", "extract the CSV from it first"),
+    (_OLE, "an Excel 97-2003 workbook (xls) or another Office file", _SPREADSHEET_ADVICE),
+    (b"PAR1", "a Parquet file", "convert it first (pandas.read_parquet(path).to_csv(out, index=False))"),
+    (b"%PDF-", "a PDF document", "export the table from its source as CSV instead"),
+    (b"SQLite format 3\x00", "an SQLite database", "export the table as CSV first (sqlite3 -csv -header)"),
+    (b"\x89PNG", "a PNG image", "export the data as CSV instead"),
+    (b"\xff\xd8\xff", "a JPEG image", "export the data as CSV instead"),
+)
+#: Inside a zip archive, what its member names say it is.
+_ZIP_KINDS = (
+    (b"xl/", "an Excel workbook (xlsx)", _SPREADSHEET_ADVICE),
+    (b"opendocument.spreadsheet", "an OpenDocument spreadsheet (ods)", _SPREADSHEET_ADVICE),
+    (b"word/", "a Word document (docx)", "export the table from it as CSV instead"),
+)
+# Bytes no text file holds: C0 controls other than tab, line feed and carriage return, and DEL.
+_CONTROL = bytes(b for b in range(32) if b not in (9, 10, 13)) + b"\x7f"
+_TEXT_BYTES = bytes(b for b in range(256) if b not in _CONTROL)
+
+
+def binary_signature(head: bytes) -> tuple[str, str] | None:
+    """``(what the file is, what to do)`` when ``head`` (a file's first bytes) is a known binary format.
+
+    A signature only counts when the head also holds bytes no text has (control
+    characters), so a CSV whose first heading happens to be ``PAR1`` or ``BZh`` is still a CSV.
+    """
+    for magic, kind, advice in _SIGNATURES:
+        if head.startswith(magic) and head.translate(None, _TEXT_BYTES):
+            if magic == b"PK\x03\x04":
+                kind, advice = next(((k, a) for name, k, a in _ZIP_KINDS if name in head), (kind, advice))
+            return kind, advice
+    return None
+
+
+# Appended after the data: if it comes back as a record of its own, every quote was closed.
+_SENTINEL = "\x1e\x1f"
+
+
+class Records:
+    """Iterate ``(line number, fields)`` over CSV lines, by the service's quoting rule.
+
+    The rule is RFC 4180 as Python's :mod:`csv` reads it: a double quote opens a
+    quoted field only at the start of a field; inside one, separators and line
+    breaks are data and ``""`` is a quote; a quote anywhere else is data. Blank
+    lines are not records. After iteration, ``unterminated_line`` is the line of a
+    record whose quoted field was never closed (``None`` when all were closed).
+
+    ``lines`` are strings that keep their line breaks (``io.StringIO(text, newline="")``
+    or a text file opened with ``newline=""``).
+    """
+
+    def __init__(self, lines: Iterable[str], delimiter: str, first_line: int = 1) -> None:
+        self._lines = lines
+        self.delimiter = delimiter
+        self.first_line = first_line
+        self.unterminated_line: int | None = None
+
+    def __iter__(self) -> Iterator[tuple[int, list[str]]]:
+        _raise_field_limit()
+        reader = csv.reader(
+            itertools.chain(self._lines, ("\n", _SENTINEL + "\n")),
+            delimiter=self.delimiter,
+            quotechar=QUOTE,
+            doublequote=True,
+            strict=False,
+        )
+        start = self.first_line
+        pending: tuple[int, list[str]] | None = None
+        for fields in reader:
+            if fields:
+                if pending is not None:
+                    yield pending
+                pending = (start, fields)
+            start = self.first_line + reader.line_num
+        if pending is None:
+            return
+        line, fields = pending
+        if fields == [_SENTINEL]:
+            return
+        self.unterminated_line = line  # the sentinel was swallowed by an open quoted field
+        if fields[-1].endswith(_SENTINEL + "\n"):
+            fields[-1] = fields[-1][: -len(_SENTINEL) - 2]
+        yield line, fields
+
+
+# A quoted field from its opening quote to its closing one; possessive, so ``"ab""`` (never closed) does not match.
+_QUOTED_FIELD = re.compile(rb'"[^"]*+(?:""[^"]*+)*+"')
+_LINE_BREAK = re.compile(rb"[\r\n]")
+
+
+@dataclass(frozen=True)
+class RecordShape:
+    """Where a record ends and how many fields it has, found without building a string per field.
+
+    ``end`` is the offset just after its line break, or -1 when the bytes run out first (read
+    more, unless they are the whole file). ``named_end`` is where its first ``keep`` fields end
+    (before the separator of the next one), or -1 when it has no more than ``keep`` fields.
+    """
+
+    fields: int
+    end: int
+    named_end: int
+    unterminated: bool  # a quoted field is open when the bytes end
+
+
+def record_shape(data: bytes | bytearray, start: int, delimiter: str, keep: int, final: bool) -> RecordShape:
+    """Measure the record at ``data[start:]`` by the rule of :class:`Records`, in time and memory flat in its fields.
+
+    A header line of millions of fields would cost gigabytes as :mod:`csv` fields; here a
+    field is only looked at when it opens with a quote (the one place the rule needs to), and
+    separators between such fields are counted by ``bytes.count``. ``final``: the bytes end the
+    file (a CR at their end is then a whole line break, and an open quote stays open).
+    """
+    sep = delimiter.encode()
+    pos, fields, named_end = start, 1, -1
+    stop = -1  # the next line break at or after pos (len(data): none); searched again only once passed
+    while True:
+        if data.startswith(b'"', pos):  # a field that opens with a quote: separators and breaks inside are data
+            quoted = _QUOTED_FIELD.match(data, pos)
+            if quoted is None:
+                return RecordShape(fields, -1, named_end, unterminated=True)
+            pos = quoted.end()
+        if stop < pos:
+            brk = _LINE_BREAK.search(data, pos)
+            stop = len(data) if brk is None else brk.start()
+        opening = data.find(sep + b'"', pos, stop)  # the next field that opens with a quote
+        upto = stop if opening == -1 else opening + len(sep)
+        more = data.count(sep, pos, upto)
+        if named_end == -1 and fields + more > keep:
+            named_end = pos
+            for _ in range(keep - fields + 1):  # the separator that starts field keep + 1
+                named_end = data.index(sep, named_end) + len(sep)
+            named_end -= len(sep)
+        fields += more
+        pos = upto
+        if opening != -1:
+            continue
+        if stop == len(data):
+            return RecordShape(fields, len(data) if final else -1, named_end, unterminated=False)
+        end = stop + 1
+        if data[stop] == 13:  # CR: with the LF after it one break; at the bytes' end it may be half of one
+            if end == len(data) and not final:
+                return RecordShape(fields, -1, named_end, unterminated=False)
+            if data.startswith(b"\n", end):
+                end += 1
+        return RecordShape(fields, end, named_end, unterminated=False)
+
+
+def parse_records(text: str, delimiter: str, first_line: int = 1) -> Records:
+    """:class:`Records` over a string."""
+    return Records(io.StringIO(text, newline=""), delimiter, first_line)
+
+
+def _raise_field_limit() -> None:
+    # csv refuses fields over 128 KiB by default; the service has no such limit.
+    if csv.field_size_limit() < 64 * 1024 * 1024:
+        csv.field_size_limit(64 * 1024 * 1024)
+
+
+def detect_delimiter(sample: str) -> str:
+    """Pick the separator of a file from its first lines, quote-aware.
+
+    The first record is the heading row, and a separator that does not split it cannot
+    make a second column: when no candidate splits the heading, the file is one column
+    and reads as comma-separated (so ``sentence`` over ``hello; world`` is one column of
+    text, not a ragged semicolon file). Otherwise the sample is read with each candidate,
+    by the quoting rule of :class:`Records`, and the one whose most common field count
+    (more than one) covers the largest share of the records wins; ties go to the larger
+    field count, then to comma, semicolon, tab, pipe in that order. A separator inside
+    quoted fields is data and never counts.
+    """
+    cut = max(sample.rfind("\n"), sample.rfind("\r"))
+    if 0 < cut < len(sample) - 1:
+        sample = sample[: cut + 1]  # the sample may end in the middle of a line
+    best: tuple[float, int, int] | None = None
+    chosen = ","
+    heading_split = False
+    for rank, delim in enumerate(DELIMITERS):
+        widths: dict[int, int] = {}
+        for record, (_, fields) in enumerate(parse_records(sample, delim)):
+            heading_split = heading_split or (record == 0 and len(fields) > 1)
+            widths[len(fields)] = widths.get(len(fields), 0) + 1
+        wide = {w: n for w, n in widths.items() if w > 1}
+        if not wide:
+            continue
+        width, records = max(wide.items(), key=lambda kv: (kv[1], kv[0]))
+        score = (records / sum(widths.values()), width, -rank)
+        if best is None or score > best:
+            best, chosen = score, delim
+    return chosen if heading_split else ","
+
+
+def name_columns(headings: list[str]) -> list[str]:
+    """Name the columns as the service will: trimmed, blanks named, repeats numbered.
+
+    A blank heading at 1-based position *i* becomes ``column_<i>``; the second and
+    later occurrences of a name (compared trimmed and case-insensitively) become
+    ``<name>_2``, ``<name>_3``..., skipping any number that would collide with a
+    name already taken.
+    """
+    names = [h.strip() or f"column_{i}" for i, h in enumerate(headings, start=1)]
+    taken = {n.casefold() for n in names}
+    seen: dict[str, int] = {}
+    result = []
+    for name in names:
+        key = name.casefold()
+        if key not in seen:
+            seen[key] = 1
+            result.append(name)
+            continue
+        n = seen[key]
+        while True:
+            n += 1
+            candidate = f"{name}_{n}"
+            if candidate.casefold() not in taken:
+                break
+        seen[key] = n
+        taken.add(candidate.casefold())
+        result.append(candidate)
+    return result
+
+
+# -- Every problem a scan can report, worded here and nowhere else ------------------------------
+#
+# Codes are stable (tests, --json and the emulator's 422 rely on them); messages say what is
+# wrong and what to do. Line and record numbers are 1-based and count from the file's start.
+
+
+def check_file_name(path: str | os.PathLike) -> Problem | None:
+    """Return a problem when the name would be refused by the service (it must end in ``.csv``)."""
+    name = os.path.basename(os.fspath(path))
+    if name.lower().endswith(FILE_SUFFIX + ".gz") and len(name) > len(FILE_SUFFIX + ".gz"):
+        # The service takes no compressed upload; the table is named after the file, so say what to name it.
+        plain = name[: -len(".gz")]
+        plain = plain[: -len(FILE_SUFFIX)] + FILE_SUFFIX
+        return Problem(
+            "file-name",
+            f"the file name {name!r} is that of a gzip-compressed CSV; the service takes only an uncompressed file "
+            f"whose name ends in '.csv'. Decompress it first (gunzip -k {name}) and name it {plain!r}.",
+        )
+    if not name.lower().endswith(FILE_SUFFIX):
+        return Problem(
+            "file-name",
+            f"the file name {name!r} does not end in '.csv'; the service refuses any other name, and names "
+            "the table after the file. Rename the file so that it ends in .csv.",
+        )
+    if len(name) == len(FILE_SUFFIX):
+        return Problem(
+            "file-name",
+            f"the file name {name!r} has nothing before '.csv', and the service names the table after it. "
+            "Rename the file (for example orders.csv).",
+        )
+    return None
+
+
+def _wide_encoding_problem(name: str, bom: bool = True) -> Problem:
+    # With a byte-order mark, Python's "utf-16" reads either byte order; without one, the order must be named.
+    return Problem(
+        "encoding",
+        f"the file is encoded as {name.upper()}; the service reads UTF-8. "
+        f"Declare its encoding (encoding={name.rsplit('-', 1)[0] if bom else name!r}) to have it converted "
+        f"on upload, or re-save it as UTF-8 (for example: iconv -f {name.upper()} -t UTF-8 in.csv > out.csv).",
+        line=1,
+    )
+
+
+def non_utf8_problem(line: int, byte: int) -> Problem:
+    """The problem for the first byte sequence that is not UTF-8."""
+    return Problem(
+        "encoding",
+        f"byte 0x{byte:02X} is not valid UTF-8 (the file looks like Latin-1, "
+        "Windows-1252 or another legacy encoding); the service reads UTF-8 and would garble it. "
+        "Declare the file's encoding (encoding='cp1252', for example) to have it converted on upload, "
+        "or re-save it as UTF-8 (for example: iconv -f CP1252 -t UTF-8 in.csv > out.csv).",
+        line=line,
+    )
+
+
+def undecodable_problem(found: Undecodable) -> Problem:
+    """The problem for the first bytes that are not valid in the file's declared encoding (worded by the source)."""
+    return Problem("encoding", found.describe(), line=found.line)
+
+
+def utf8_declared_wide_problem(encoding: str) -> Problem:
+    """The problem for a UTF-8 file declared as UTF-16 or UTF-32: converted, it is one line of nonsense."""
+    return Problem(
+        "encoding",
+        f"the file is UTF-8, not {encoding}: its first bytes decode as UTF-8 and hold no NUL byte, while in "
+        f"{encoding} every separator and line break has one. Leave encoding= out (UTF-8 is the default).",
+        line=1,
+    )
+
+
+def mojibake_warning(encoding: str, word: str, misread: str) -> Problem:
+    """The warning for a UTF-8 file declared in a single-byte code page: it converts, garbled (``café``: ``cafÃ©``)."""
+    return Problem(
+        "mojibake",
+        f"the file reads as UTF-8 ({word!r}), but encoding={encoding!r} was declared, which turns it into "
+        f"{misread!r} (UTF-8 bytes read as {encoding}). If the file is UTF-8, leave encoding= out; "
+        f"if it really is {encoding}, this warning can be ignored.",
+    )
+
+
+def not_a_csv_problem(kind: str, advice: str) -> Problem:
+    return Problem("not-csv", f"this is {kind}, not a CSV: {advice}.", line=1)
+
+
+def nul_byte_problem(line: int) -> Problem:
+    return Problem(
+        "nul-byte",
+        "contains a NUL byte (0x00): the file is binary, UTF-16 or damaged. Export it again as a UTF-8 text CSV.",
+        line=line,
+    )
+
+
+def too_large_problem(size: int, limits: Limits, *, at_least: bool = False) -> Problem:
+    """The problem for a file over the size limit (``at_least``: it was not read to its end)."""
+    mib = f" ({limits.max_bytes // 1024**2} MiB)" if limits.max_bytes % 1024**2 == 0 else ""
+    return Problem(
+        "too-large",
+        f"the file is {'more than ' if at_least else ''}{size:,} bytes; the service takes at most "
+        f"{limits.max_bytes:,} bytes{mib}. Split it or drop columns.",
+    )
+
+
+def empty_file_problem() -> Problem:
+    return Problem("empty-file", "the file is empty; the service needs at least a header row.", line=1)
+
+
+def header_unterminated_problem(line: int) -> Problem:
+    return Problem(
+        "unterminated-quote",
+        "the header row opens a quote that is never closed. Add the closing double quote.",
+        line=line,
+        record=1,
+    )
+
+
+def unterminated_quote_problem(line: int, record: int) -> Problem:
+    return Problem(
+        "unterminated-quote",
+        "a quoted field starts in this record and is never closed, so everything after it "
+        'is read as one cell. Add the closing double quote (or double any quote that is data: "").',
+        line=line,
+        record=record,
+    )
+
+
+RECORD_TOO_LONG = "record-too-long"
+
+
+def record_too_long_problem(limit_bytes: int, line: int) -> Problem:
+    return Problem(
+        RECORD_TOO_LONG,
+        f"a record starts here and runs on for more than {limit_bytes // 1024**2} MiB "
+        "without ending; most likely a quote is never closed. Check the quoting from this line on.",
+        line=line,
+    )
+
+
+def too_many_columns_problem(columns: int, limits: Limits, line: int) -> Problem:
+    return Problem(
+        "too-many-columns",
+        f"the header has {columns:,} columns; the service takes at most {limits.max_columns}. "
+        "Drop columns or split the file.",
+        line=line,
+        record=1,
+    )
+
+
+def ragged_rows_problem(total: int, listed: list[tuple[int, int, int]], columns: int) -> Problem:
+    """``total`` records lack the header's ``columns`` fields; ``listed``: the first ones, (record, line, fields)."""
+    shown = "; ".join(
+        f"record {record} (line {line}) has {fields} field{'s' if fields != 1 else ''}"
+        for record, line, fields in listed
+    )
+    more = total - len(listed)
+    tail = f"; and {more:,} more" if more > 0 else ""
+    first_record, first_line, _ = listed[0]
+    return Problem(
+        "ragged-rows",
+        f"{total:,} {'rows do' if total != 1 else 'row does'} not have the header's {columns} "
+        f"fields: {shown}{tail}. Every row needs exactly {columns} fields; quote fields that contain the "
+        "separator or a line break.",
+        line=first_line,
+        record=first_record,
+    )
+
+
+UNREADABLE = "unreadable"
+
+
+def unreadable_problem(path: str, reason: str) -> Problem:
+    return Problem(UNREADABLE, f"cannot read {path}: {reason}")
+
+
+def size_unknown_problem(path: str, size: int) -> Problem:
+    """The problem for a file that holds more than its size says (still being written, or a ``/proc`` file)."""
+    return unreadable_problem(
+        path,
+        f"its size reads {size:,} bytes but it holds more: it is still being written, or it is not a regular "
+        "file (a /proc or device file). Validate it once it is complete, or copy it to a regular file first.",
+    )
+
+
+def no_rows_warning() -> Problem:
+    return Problem("no-rows", "the file has a header but no data rows; the table will be empty.")
+
+
+def heading_warnings(headings: list[str], names: list[str]) -> list[Problem]:
+    """Say which headings the service will rename, so nobody is surprised by the table."""
+    warnings = []
+    for i, (heading, name) in enumerate(zip(headings, names, strict=True), start=1):
+        if not heading.strip():
+            warnings.append(Problem("blank-heading", f"column {i} has no heading; it will be named {name!r}"))
+        elif heading.strip() != name:
+            warnings.append(
+                Problem(
+                    "repeated-heading",
+                    f"column {i} repeats the heading {heading.strip()!r}; it will be named {name!r}",
+                )
+            )
+    return warnings

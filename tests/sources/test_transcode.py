@@ -1,0 +1,60 @@
+"""The native transcoder (``sources/_transcode.c``) against malformed and real tables."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+_BAD_TABLE_PROBE = """
+import sys
+from airflow_tables.sources import _transcode
+from airflow_tables.sources.transcode import declared
+
+good = bytearray(declared("cp1252").table)
+case = sys.argv[1]
+table = bytearray(good)
+if case == "long entry":  # a length byte far past an entry's three bytes of UTF-8
+    table[4 * 0x80 + 3] = 0x7F
+elif case == "long undefined entry":
+    table[4 * 0x81 + 3] = 0x80 | 0x7F
+elif case == "empty entry":
+    table[4 * 0x80 + 3] = 0
+elif case == "ascii not the same":  # ascii_same promised, but the table maps "a" elsewhere
+    table[4 * ord("a") : 4 * ord("a") + 4] = b"b\\0\\0\\x01"
+source = bytes(range(256)) + bytes([0x80, 0x81]) * (1 << 20)  # every entry, then the long ones often
+try:
+    _transcode.single_byte_to_utf8(source, bytes(table), True, bytearray(3 * len(source)))
+    _transcode.single_byte_to_utf8(source, bytes(table), True, None)
+except ValueError as err:
+    print("ValueError:", err)
+else:
+    print("accepted")
+"""
+
+
+@pytest.mark.parametrize("case", ["long entry", "long undefined entry", "empty entry", "ascii not the same"])
+def test_the_transcoder_refuses_a_malformed_table(case):
+    """The private C transcoder checks its table's length bytes (a hand-made table wrote past its target).
+
+    In a child process, so that a crash fails this test instead of ending pytest.
+    """
+    pytest.importorskip("airflow_tables.sources._transcode")
+    probe = subprocess.run(
+        [sys.executable, "-c", _BAD_TABLE_PROBE, case], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert probe.returncode == 0, f"the transcoder crashed (exit {probe.returncode}): {probe.stderr[-500:]}"
+    assert probe.stdout.startswith("ValueError:") and "table" in probe.stdout, probe.stdout
+
+
+def test_the_transcoder_takes_the_tables_it_builds():
+    _transcode = pytest.importorskip("airflow_tables.sources._transcode")
+    from airflow_tables.sources.transcode import declared
+
+    for name in ("cp1252", "latin-1", "cp437", "koi8-r", "ascii"):
+        codec = declared(name)
+        assert codec is not None and codec.table is not None
+        source = bytes(range(256))
+        written, _ = _transcode.single_byte_to_utf8(source, codec.table, codec.ascii_same, None)
+        assert written == len(source.decode(codec.name, errors="replace").encode())
