@@ -178,11 +178,13 @@ def test_kernel_refuses_what_it_cannot_scan():
     from airflow_tables.validation import _speedups
 
     with pytest.raises(ValueError, match="separator"):
-        _speedups.plain_records(b"a\n", '"', 1, True)
+        _speedups.plain_records(b"a\n", '"', 1, True, rules.STOP_BYTES)
     with pytest.raises(ValueError, match="column"):
-        _speedups.plain_records(b"a\n", ",", 0, True)
+        _speedups.plain_records(b"a\n", ",", 0, True, rules.STOP_BYTES)
     with pytest.raises(TypeError):
-        _speedups.plain_records("not bytes", ",", 1, True)
+        _speedups.plain_records("not bytes", ",", 1, True, rules.STOP_BYTES)
+    with pytest.raises(ValueError, match="stop bytes"):
+        _speedups.plain_records(b"a\n", ",", 1, True, b'"')
 
 
 @contextlib.contextmanager

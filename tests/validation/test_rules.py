@@ -53,10 +53,10 @@ def test_the_scan_takes_the_limits_value_and_validate_csv_builds_it(tmp_path):
 
 
 def test_a_problem_found_further_in_moves_with_its_part_and_survives_json():
-    problem = rules.unterminated_quote_problem(line=3, record=2)
+    problem = rules.UNTERMINATED_QUOTE.problem(line=3, record=2)
     assert problem.moved(lines=10, records=5) == dataclasses.replace(problem, line=13, record=7)
     assert rules.Problem.from_dict(problem.to_dict()) == problem
-    assert rules.no_rows_warning().moved(lines=4, records=1).line is None
+    assert rules.NO_ROWS.problem().moved(lines=4, records=1).line is None
 
 
 @pytest.mark.parametrize(
@@ -75,3 +75,23 @@ def test_the_file_name_problem_promises_no_option_the_operators_lack(name, words
     assert "pass a name" not in problem.message and "(or " not in problem.message
     for word in words:
         assert word in problem.message, problem.message
+
+
+def test_a_byte_rule_is_one_declaration_both_kernels_and_the_exact_read_apply(scan_kernel, tmp_path, monkeypatch):
+    """A new byte-level rule needs no kernel change: the kernels stop on its bytes and the exact read words it."""
+    form_feed = rules.Rule("form-feed", "bytes", "byte 0x{byte:02X} is a form feed; remove it.", stops_on=b"\x0c")
+    monkeypatch.setattr(rules, "BYTE_RULES", (*rules.BYTE_RULES, form_feed))
+    monkeypatch.setattr(rules, "STOP_BYTES", rules.STOP_BYTES + form_feed.stops_on)
+    path = tmp_path / "data.csv"
+    path.write_bytes(b"a,b\n" + b"1,2\n" * 1000 + b"3,\x0c4\n" + b"5,6\n")
+    report = validate_csv(path)
+    assert [(p.code, p.line, p.message) for p in report.errors] == [
+        ("form-feed", 1002, "byte 0x0C is a form feed; remove it.")
+    ]
+    assert report.rows == 1002
+
+
+def test_every_rule_is_declared_once_with_a_known_scope():
+    assert {r.looks_at for r in rules.RULES} <= {"name", "size", "start", "header", "records", "bytes"}
+    assert rules.STOP_BYTES == b"\x00"  # the C kernel's stop table, built from the rules
+    assert all(r.looks_at == "bytes" for r in rules.BYTE_RULES)

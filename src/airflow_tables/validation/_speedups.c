@@ -9,9 +9,10 @@
  *
  * It decides nothing the rules in validation/rules.py do not: it only recognises *plain*
  * records (the header's number of fields, every field unquoted or quoted from its
- * first byte to a closing quote right before a separator or a line break, no NUL byte,
- * no blank line) and stops at the first record that is anything else, which Python
- * then reads exactly and reports. The GIL is released while it runs, so the
+ * first byte to a closing quote right before a separator or a line break, none of the
+ * bytes the rules stop on, no blank line) and stops at the first record that is anything
+ * else, which Python then reads exactly and reports. The bytes to stop on come from the
+ * rules (rules.STOP_BYTES, a NUL byte today): a new byte-level rule needs no change here. The GIL is released while it runs, so the
  * emulator's reader does not stall the server's other threads.
  */
 
@@ -22,7 +23,7 @@
 
 /*
  * plain_records reads 64 bytes at a time as bit masks, one bit per byte (the technique
- * of simdjson and simdcsv): where the quotes, separators, line breaks, NUL bytes and
+ * of simdjson and simdcsv): where the quotes, separators, line breaks, stop bytes and
  * bytes over 0x7F are; which bytes are inside quotes (a prefix XOR of the quote mask); which quotes
  * open or close a field where csv would not (a quote in the middle of an unquoted
  * field is data to csv, not a quote; text after a closing quote is glued on); where
@@ -31,8 +32,15 @@
  */
 
 typedef struct {
-    uint64_t quote, delim, lf, cr, nul, high;
+    uint64_t quote, delim, lf, cr, stop, high;
 } Masks;
+
+/* The bytes the rules stop a plain run on (rules.STOP_BYTES), never a quote or a line break. */
+#define MAX_STOPS 16
+typedef struct {
+    Py_ssize_t count;
+    unsigned char bytes[MAX_STOPS];
+} Stops;
 
 #if defined(__SSE2__) || defined(_M_X64)
 #include <emmintrin.h>
@@ -48,7 +56,7 @@ eq_mask(const __m128i v[4], unsigned char c)
 }
 
 static inline void
-window_masks(const unsigned char *p, unsigned char delimiter, Masks *m)
+window_masks(const unsigned char *p, unsigned char delimiter, const Stops *stops, Masks *m)
 {
     __m128i v[4];
     for (int k = 0; k < 4; k++)
@@ -57,23 +65,27 @@ window_masks(const unsigned char *p, unsigned char delimiter, Masks *m)
     m->delim = eq_mask(v, delimiter);
     m->lf = eq_mask(v, '\n');
     m->cr = eq_mask(v, '\r');
-    m->nul = eq_mask(v, 0);
+    m->stop = 0;
+    for (Py_ssize_t k = 0; k < stops->count; k++)
+        m->stop |= eq_mask(v, stops->bytes[k]);
     m->high = 0;
     for (int k = 0; k < 4; k++)
         m->high |= (uint64_t)(uint16_t)_mm_movemask_epi8(v[k]) << (16 * k);
 }
 #else
 static inline void
-window_masks(const unsigned char *p, unsigned char delimiter, Masks *m)
+window_masks(const unsigned char *p, unsigned char delimiter, const Stops *stops, Masks *m)
 {
     memset(m, 0, sizeof *m);
     for (int i = 0; i < 64; i++) {
         const uint64_t bit = (uint64_t)1 << i;
+        for (Py_ssize_t k = 0; k < stops->count; k++)
+            if (p[i] == stops->bytes[k])
+                m->stop |= bit;
         switch (p[i]) {
         case '"': m->quote |= bit; break;
         case '\n': m->lf |= bit; break;
         case '\r': m->cr |= bit; break;
-        case 0: m->nul |= bit; break;
         default:
             if (p[i] == delimiter) m->delim |= bit;
             if (p[i] >= 0x80) m->high |= bit;
@@ -165,7 +177,7 @@ typedef struct {
 
 static void
 scan_plain(const unsigned char *buf, Py_ssize_t len, unsigned char delimiter, Py_ssize_t columns, int final,
-           PlainScan *out)
+           const Stops *stops, PlainScan *out)
 {
     Py_ssize_t records = 0, record_start = 0, delims = 0;
     Py_ssize_t utf8_checked = 0, utf8_error = -1; /* bytes before utf8_checked are UTF-8 */
@@ -187,8 +199,8 @@ scan_plain(const unsigned char *buf, Py_ssize_t len, unsigned char delimiter, Py
             p = pad;
         }
         Masks m;
-        window_masks(p, delimiter, &m);
-        m.nul &= valid;
+        window_masks(p, delimiter, stops, &m);
+        m.stop &= valid; /* the padding is NUL bytes */
         m.high &= valid;
 
         /* The bytes of 0x80 and up must form UTF-8 sequences (which never hold an ASCII byte). */
@@ -225,7 +237,7 @@ scan_plain(const unsigned char *buf, Py_ssize_t len, unsigned char delimiter, Py
         const uint64_t starts = (breaks << 1) | line_start;
         const uint64_t blank = starts & (lf | cr);
 
-        uint64_t problems = bad_open | bad_close | blank | m.nul;
+        uint64_t problems = bad_open | bad_close | blank | m.stop;
         uint64_t pending = breaks, delim_bits = m.delim & outside;
         while (pending) {
             const int b = CTZ(pending);
@@ -270,23 +282,27 @@ scan_plain(const unsigned char *buf, Py_ssize_t len, unsigned char delimiter, Py
 }
 
 PyDoc_STRVAR(plain_records_doc,
-"plain_records(buffer, delimiter, columns, final) -> (records, consumed, stopped, utf8_error)\n\n"
+"plain_records(buffer, delimiter, columns, final, stops) -> (records, consumed, stopped, utf8_error)\n\n"
 "Count the plain records of ``columns`` fields at the start of ``buffer`` (which must\n"
 "start on a record boundary). ``consumed`` is where the plain records end; ``stopped``\n"
 "is True when the record there is not plain (read it exactly), False when the buffer\n"
 "ran out (the rest is an incomplete record, or nothing). ``final`` says the buffer\n"
 "ends the file, so its last record needs no line break. ``utf8_error`` is the offset\n"
-"of the first byte that is not UTF-8 (where bytes.decode would report it), or -1.");
+"of the first byte that is not UTF-8 (where bytes.decode would report it), or -1.\n"
+"``stops`` holds the bytes no plain record has (the rules' stop table, at most 16).");
 
 static PyObject *
 plain_records(PyObject *module, PyObject *args)
 {
     Py_buffer view;
     int delimiter, final;
-    Py_ssize_t columns;
+    Py_ssize_t columns, stop_count;
+    const char *stop_bytes;
+    Stops stops;
     PlainScan scan;
     (void)module;
-    if (!PyArg_ParseTuple(args, "y*Cnp:plain_records", &view, &delimiter, &columns, &final))
+    if (!PyArg_ParseTuple(args, "y*Cnpy#:plain_records", &view, &delimiter, &columns, &final, &stop_bytes,
+                          &stop_count))
         return NULL;
     if (delimiter < 1 || delimiter > 127 || delimiter == '"' || delimiter == '\n' || delimiter == '\r' ||
         columns < 1) {
@@ -294,8 +310,21 @@ plain_records(PyObject *module, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "an ASCII separator and at least one column are needed");
         return NULL;
     }
+    stops.count = stop_count;
+    for (Py_ssize_t k = 0; k < stop_count && stop_count <= MAX_STOPS; k++) {
+        const unsigned char c = (unsigned char)stop_bytes[k];
+        if (c == '"' || c == '\n' || c == '\r' || c == delimiter)
+            stop_count = MAX_STOPS + 1;
+        else
+            stops.bytes[k] = c;
+    }
+    if (stop_count > MAX_STOPS) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "at most 16 stop bytes, none a quote, a line break or the separator");
+        return NULL;
+    }
     Py_BEGIN_ALLOW_THREADS
-    scan_plain(view.buf, view.len, (unsigned char)delimiter, columns, final, &scan);
+    scan_plain(view.buf, view.len, (unsigned char)delimiter, columns, final, &stops, &scan);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&view);
     return Py_BuildValue("nnOn", scan.records, scan.consumed, scan.stopped ? Py_True : Py_False, scan.utf8_error);

@@ -100,7 +100,9 @@ class NativeKernel:
         self.columns = columns
 
     def scan(self, block: memoryview, final: bool) -> BlockScan:
-        records, consumed, stopped, utf8_error = self._native.plain_records(block, self.delimiter, self.columns, final)
+        records, consumed, stopped, utf8_error = self._native.plain_records(
+            block, self.delimiter, self.columns, final, rules.STOP_BYTES
+        )
         return BlockScan(records, consumed, stopped, utf8_error if 0 <= utf8_error < consumed else -1)
 
 
@@ -172,6 +174,7 @@ class PythonKernel:
         self.delimiter = delimiter
         self.columns = columns
         self.delete = _DELETE[delimiter]
+        self.stops = tuple(bytes([b]) for b in rules.STOP_BYTES)
         self.line_pattern = delimiter.encode() * (columns - 1) + b"\n"
         self.verify_bytes = VERIFY_BYTES if verify_bytes is None else verify_bytes
         self.verified = 0
@@ -199,7 +202,7 @@ class PythonKernel:
 
     def _plain_records(self, data: bytes, outside: bytes, final: bool) -> int | None:
         """How many records ``data`` (whole records, skeleton ``outside``) holds if all are plain, else None."""
-        if b"\x00" in data:
+        if any(stop in data for stop in self.stops):  # a byte a rule stops on: the exact read names it
             return None
         if b"\r" in outside:
             # In the skeleton a lone CR and the next record's LF can stand side by side like a CRLF.

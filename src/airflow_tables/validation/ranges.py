@@ -185,13 +185,13 @@ class _RangeReader:
                 if len(res.ragged) < MAX_LISTED:
                     res.ragged.append((res.records, line, len(fields)))
         if records.unterminated_line is not None:
-            res.problems.append(rules.unterminated_quote_problem(records.unterminated_line, res.records))
+            res.problems.append(rules.UNTERMINATED_QUOTE.problem(line=records.unterminated_line, record=res.records))
 
     def _text_lines(self, f, offset: int) -> Iterator[str]:
         """The file's lines from ``offset``, checking each block's bytes and counting its lines."""
         for block in byte_blocks(f, offset):
             self._check_utf8(block)
-            self._check_nul(block)
+            self._check_bytes(block)
             yield from io.StringIO(block.decode("latin-1"), newline="")  # one char per byte
             self.result.lines = (self.result.lines or 0) + line_breaks(block)
             self.result.end = f.tell()
@@ -206,11 +206,10 @@ class _RangeReader:
             before = count_breaks(f, self.result.start, self.result.end)
         return before + 1 + line_breaks(block[:index])
 
-    def _check_nul(self, block: bytes) -> None:
-        at = block.find(b"\x00")
-        if at == -1 or any(p.code == "nul-byte" for p in self.result.problems):
-            return
-        self.result.problems.append(rules.nul_byte_problem(self._line_at(block, at)))
+    def _check_bytes(self, block: bytes) -> None:
+        """Report the first byte each byte rule stops on (only the first of a kind, in the whole range)."""
+        reported = {p.code for p in self.result.problems}
+        self.result.problems += rules.byte_problems(block, lambda at: self._line_at(block, at), reported)
 
     def _check_utf8(self, block: bytes) -> None:
         if self.utf8_ok and (at := kernels.first_non_utf8(block)) >= 0:
@@ -220,11 +219,13 @@ class _RangeReader:
         """Note that ``block[at]`` starts the first sequence that is not UTF-8 (only the first is reported)."""
         if self.utf8_ok:
             self.utf8_ok = False
-            self.result.problems.append(rules.non_utf8_problem(self._line_at(block, at), block[at]))
+            self.result.problems.append(rules.NOT_UTF8.problem(line=self._line_at(block, at), byte=block[at]))
 
     def too_long(self) -> None:
         self.result.stopped = True
-        self.result.problems.append(rules.record_too_long_problem(MAX_RECORD_BYTES, self._line_at(b"", 0)))
+        self.result.problems.append(
+            rules.RECORD_TOO_LONG.problem(line=self._line_at(b"", 0), mib=MAX_RECORD_BYTES // 1024**2)
+        )
 
 
 class _Buffer:

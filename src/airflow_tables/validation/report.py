@@ -35,7 +35,7 @@ class CsvReport(Findings):
     @property
     def read(self) -> bool:
         """False when the file could not be opened at all (missing, a directory, no permission)."""
-        return self.stopped is None or self.stopped.code != rules.UNREADABLE
+        return self.stopped is None or self.stopped.code != rules.UNREADABLE.code
 
     def raise_for_errors(self) -> None:
         """Raise :class:`CsvValidationError` listing every problem, if there is any."""
@@ -155,7 +155,9 @@ def validate_source(
             assert local.local_path is not None  # staged: the bytes are in a local file
             scan = scan_file(local.local_path, limits)
             found = local.undecodable()
-            undecodable = None if found is None else rules.undecodable_problem(found)
+            undecodable = (
+                None if found is None else rules.UNDECODABLE.problem(line=found.line, description=found.describe())
+            )
     except SourceError as err:
         return _unreadable(err.label, err.reason)
     except OSError as err:
@@ -194,12 +196,12 @@ def _utf8_declared_otherwise(source: Source) -> list[Problem]:
     if not text or "\x00" in text:
         return []
     if codec.table is None:
-        return [rules.utf8_declared_wide_problem(codec.name)]
+        return [rules.UTF8_DECLARED_WIDE.problem(line=1, encoding=codec.name)]
     word = _NON_ASCII_WORD.search(text)
     if word is None:
         return []
     misread = word.group().encode().decode(codec.name, errors="replace")
-    return [rules.mojibake_warning(codec.name, word.group(), misread)]
+    return [rules.MOJIBAKE.problem(encoding=codec.name, word=word.group(), misread=misread)]
 
 
 def _scan_object(source: Source, limits: rules.Limits) -> FileScan | None:
@@ -255,5 +257,5 @@ def _report(source: Source, errors: list[Problem]) -> CsvReport:
 
 
 def _unreadable(label: str, reason: str) -> CsvReport:
-    problem = rules.unreadable_problem(label, reason)
+    problem = rules.UNREADABLE.problem(path=label, reason=reason)
     return CsvReport(path=label, size_bytes=0, delimiter=",", columns=[], rows=0, errors=[problem], stopped=problem)

@@ -41,12 +41,9 @@ import io
 import itertools
 import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from airflow_tables.sources.transcode import Undecodable
+from typing import Any
 
 MAX_COLUMNS = 300
 MAX_BYTES = 512 * 1024**2
@@ -386,10 +383,159 @@ def name_columns(headings: list[str]) -> list[str]:
     return result
 
 
-# -- Every problem a scan can report, worded here and nowhere else ------------------------------
+# -- Every problem a scan can report, declared here and worded nowhere else -------------------
 #
 # Codes are stable (tests, --json and the emulator's 422 rely on them); messages say what is
 # wrong and what to do. Line and record numbers are 1-based and count from the file's start.
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One of the service's rules: its stable code, what it looks at, its wording, and the bytes it stops on.
+
+    ``looks_at`` says where a scan applies it: ``name`` (the file name), ``size``, ``start`` (the
+    first bytes: binary formats, encoding marks), ``header`` (the heading row), ``records`` (each
+    record's shape, counted by the kernels and named by the exact read), ``bytes`` (every byte
+    of the header and the records). ``wording`` is a :meth:`str.format` template over the facts
+    a problem is made with. A ``bytes`` rule names the bytes no plain record holds in
+    ``stops_on``: both kernels stop a plain run on every byte of :data:`STOP_BYTES`, the exact read
+    finds the first and reports it with its line (:func:`byte_problems`), so such a rule is
+    this one declaration and its test.
+    """
+
+    code: str
+    looks_at: str
+    wording: str
+    stops_on: bytes = b""
+
+    def problem(self, *, line: int | None = None, record: int | None = None, **facts: Any) -> Problem:
+        """This rule's problem, worded from ``facts``."""
+        return Problem(self.code, self.wording.format(**facts), line, record)
+
+
+FILE_NAME_GZIP = Rule(
+    "file-name",
+    "name",
+    "the file name {name!r} is that of a gzip-compressed CSV; the service takes only an uncompressed file "
+    "whose name ends in '.csv'. Decompress it first (gunzip -k {name}) and name it {plain!r}.",
+)
+FILE_NAME_SUFFIX = Rule(
+    "file-name",
+    "name",
+    "the file name {name!r} does not end in '.csv'; the service refuses any other name, and names "
+    "the table after the file. Rename the file so that it ends in .csv.",
+)
+FILE_NAME_EMPTY = Rule(
+    "file-name",
+    "name",
+    "the file name {name!r} has nothing before '.csv', and the service names the table after it. "
+    "Rename the file (for example orders.csv).",
+)
+TOO_LARGE = Rule(
+    "too-large",
+    "size",
+    "the file is {more}{size:,} bytes; the service takes at most {limit:,} bytes{mib}. Split it or drop columns.",
+)
+UNREADABLE = Rule("unreadable", "size", "cannot read {path}: {reason}")
+SIZE_UNKNOWN = Rule(
+    "unreadable",
+    "size",
+    "cannot read {path}: its size reads {size:,} bytes but it holds more: it is still being written, or it is "
+    "not a regular file (a /proc or device file). Validate it once it is complete, or copy it to a regular file "
+    "first.",
+)
+NOT_CSV = Rule("not-csv", "start", "this is {kind}, not a CSV: {advice}.")
+EMPTY_FILE = Rule("empty-file", "start", "the file is empty; the service needs at least a header row.")
+WIDE_ENCODING = Rule(
+    "encoding",
+    "start",
+    "the file is encoded as {upper}; the service reads UTF-8. Declare its encoding (encoding={declare}) to have "
+    "it converted on upload, or re-save it as UTF-8 (for example: iconv -f {upper} -t UTF-8 in.csv > out.csv).",
+)
+UTF8_DECLARED_WIDE = Rule(
+    "encoding",
+    "start",
+    "the file is UTF-8, not {encoding}: its first bytes decode as UTF-8 and hold no NUL byte, while in "
+    "{encoding} every separator and line break has one. Leave encoding= out (UTF-8 is the default).",
+)
+MOJIBAKE = Rule(
+    "mojibake",
+    "start",
+    "the file reads as UTF-8 ({word!r}), but encoding={encoding!r} was declared, which turns it into "
+    "{misread!r} (UTF-8 bytes read as {encoding}). If the file is UTF-8, leave encoding= out; "
+    "if it really is {encoding}, this warning can be ignored.",
+)
+#: Worded by the source that converts the file (:class:`~airflow_tables.sources.transcode.Undecodable`).
+UNDECODABLE = Rule("encoding", "bytes", "{description}")
+NOT_UTF8 = Rule(
+    "encoding",
+    "bytes",
+    "byte 0x{byte:02X} is not valid UTF-8 (the file looks like Latin-1, "
+    "Windows-1252 or another legacy encoding); the service reads UTF-8 and would garble it. "
+    "Declare the file's encoding (encoding='cp1252', for example) to have it converted on upload, "
+    "or re-save it as UTF-8 (for example: iconv -f CP1252 -t UTF-8 in.csv > out.csv).",
+)
+NUL_BYTE = Rule(
+    "nul-byte",
+    "bytes",
+    "contains a NUL byte (0x00): the file is binary, UTF-16 or damaged. Export it again as a UTF-8 text CSV.",
+    stops_on=b"\x00",
+)
+HEADER_UNTERMINATED = Rule(
+    "unterminated-quote",
+    "header",
+    "the header row opens a quote that is never closed. Add the closing double quote.",
+)
+TOO_MANY_COLUMNS = Rule(
+    "too-many-columns",
+    "header",
+    "the header has {columns:,} columns; the service takes at most {limit}. Drop columns or split the file.",
+)
+BLANK_HEADING = Rule("blank-heading", "header", "column {position} has no heading; it will be named {name!r}")
+REPEATED_HEADING = Rule(
+    "repeated-heading", "header", "column {position} repeats the heading {heading!r}; it will be named {name!r}"
+)
+UNTERMINATED_QUOTE = Rule(
+    "unterminated-quote",
+    "records",
+    "a quoted field starts in this record and is never closed, so everything after it "
+    'is read as one cell. Add the closing double quote (or double any quote that is data: "").',
+)
+RECORD_TOO_LONG = Rule(
+    "record-too-long",
+    "records",
+    "a record starts here and runs on for more than {mib} MiB "
+    "without ending; most likely a quote is never closed. Check the quoting from this line on.",
+)
+RAGGED_ROWS = Rule(
+    "ragged-rows",
+    "records",
+    "{total:,} {rows_do} not have the header's {columns} fields: {shown}{tail}. Every row needs exactly "
+    "{columns} fields; quote fields that contain the separator or a line break.",
+)
+NO_ROWS = Rule("no-rows", "records", "the file has a header but no data rows; the table will be empty.")
+
+#: Every rule, in the order a scan applies them.
+RULES: tuple[Rule, ...] = tuple(v for v in list(globals().values()) if isinstance(v, Rule))
+#: The rules about single bytes, and the table of bytes both kernels stop a plain run on.
+BYTE_RULES: tuple[Rule, ...] = tuple(r for r in RULES if r.stops_on)
+STOP_BYTES: bytes = b"".join(r.stops_on for r in BYTE_RULES)
+
+
+def byte_problems(data: bytes, line_of: Callable[[int], int], skip: Collection[str] = ()) -> list[Problem]:
+    """The first byte of ``data`` each byte rule stops on, as its problem (``line_of``: an offset's line).
+
+    ``skip``: the codes already reported (only the first of a kind is).
+    """
+    problems = []
+    for rule in BYTE_RULES:
+        if rule.code in skip:
+            continue
+        found = [at for stop in rule.stops_on if (at := data.find(stop)) >= 0]
+        if found:
+            at = min(found)
+            problems.append(rule.problem(line=line_of(at), byte=data[at]))
+    return problems
 
 
 def check_file_name(path: str | os.PathLike) -> Problem | None:
@@ -398,140 +544,24 @@ def check_file_name(path: str | os.PathLike) -> Problem | None:
     if name.lower().endswith(FILE_SUFFIX + ".gz") and len(name) > len(FILE_SUFFIX + ".gz"):
         # The service takes no compressed upload; the table is named after the file, so say what to name it.
         plain = name[: -len(".gz")]
-        plain = plain[: -len(FILE_SUFFIX)] + FILE_SUFFIX
-        return Problem(
-            "file-name",
-            f"the file name {name!r} is that of a gzip-compressed CSV; the service takes only an uncompressed file "
-            f"whose name ends in '.csv'. Decompress it first (gunzip -k {name}) and name it {plain!r}.",
-        )
+        return FILE_NAME_GZIP.problem(name=name, plain=plain[: -len(FILE_SUFFIX)] + FILE_SUFFIX)
     if not name.lower().endswith(FILE_SUFFIX):
-        return Problem(
-            "file-name",
-            f"the file name {name!r} does not end in '.csv'; the service refuses any other name, and names "
-            "the table after the file. Rename the file so that it ends in .csv.",
-        )
+        return FILE_NAME_SUFFIX.problem(name=name)
     if len(name) == len(FILE_SUFFIX):
-        return Problem(
-            "file-name",
-            f"the file name {name!r} has nothing before '.csv', and the service names the table after it. "
-            "Rename the file (for example orders.csv).",
-        )
+        return FILE_NAME_EMPTY.problem(name=name)
     return None
 
 
 def _wide_encoding_problem(name: str, bom: bool = True) -> Problem:
     # With a byte-order mark, Python's "utf-16" reads either byte order; without one, the order must be named.
-    return Problem(
-        "encoding",
-        f"the file is encoded as {name.upper()}; the service reads UTF-8. "
-        f"Declare its encoding (encoding={name.rsplit('-', 1)[0] if bom else name!r}) to have it converted "
-        f"on upload, or re-save it as UTF-8 (for example: iconv -f {name.upper()} -t UTF-8 in.csv > out.csv).",
-        line=1,
-    )
-
-
-def non_utf8_problem(line: int, byte: int) -> Problem:
-    """The problem for the first byte sequence that is not UTF-8."""
-    return Problem(
-        "encoding",
-        f"byte 0x{byte:02X} is not valid UTF-8 (the file looks like Latin-1, "
-        "Windows-1252 or another legacy encoding); the service reads UTF-8 and would garble it. "
-        "Declare the file's encoding (encoding='cp1252', for example) to have it converted on upload, "
-        "or re-save it as UTF-8 (for example: iconv -f CP1252 -t UTF-8 in.csv > out.csv).",
-        line=line,
-    )
-
-
-def undecodable_problem(found: Undecodable) -> Problem:
-    """The problem for the first bytes that are not valid in the file's declared encoding (worded by the source)."""
-    return Problem("encoding", found.describe(), line=found.line)
-
-
-def utf8_declared_wide_problem(encoding: str) -> Problem:
-    """The problem for a UTF-8 file declared as UTF-16 or UTF-32: converted, it is one line of nonsense."""
-    return Problem(
-        "encoding",
-        f"the file is UTF-8, not {encoding}: its first bytes decode as UTF-8 and hold no NUL byte, while in "
-        f"{encoding} every separator and line break has one. Leave encoding= out (UTF-8 is the default).",
-        line=1,
-    )
-
-
-def mojibake_warning(encoding: str, word: str, misread: str) -> Problem:
-    """The warning for a UTF-8 file declared in a single-byte code page: it converts, garbled (``café``: ``cafÃ©``)."""
-    return Problem(
-        "mojibake",
-        f"the file reads as UTF-8 ({word!r}), but encoding={encoding!r} was declared, which turns it into "
-        f"{misread!r} (UTF-8 bytes read as {encoding}). If the file is UTF-8, leave encoding= out; "
-        f"if it really is {encoding}, this warning can be ignored.",
-    )
-
-
-def not_a_csv_problem(kind: str, advice: str) -> Problem:
-    return Problem("not-csv", f"this is {kind}, not a CSV: {advice}.", line=1)
-
-
-def nul_byte_problem(line: int) -> Problem:
-    return Problem(
-        "nul-byte",
-        "contains a NUL byte (0x00): the file is binary, UTF-16 or damaged. Export it again as a UTF-8 text CSV.",
-        line=line,
-    )
+    declare = name.rsplit("-", 1)[0] if bom else repr(name)
+    return WIDE_ENCODING.problem(line=1, upper=name.upper(), declare=declare)
 
 
 def too_large_problem(size: int, limits: Limits, *, at_least: bool = False) -> Problem:
     """The problem for a file over the size limit (``at_least``: it was not read to its end)."""
     mib = f" ({limits.max_bytes // 1024**2} MiB)" if limits.max_bytes % 1024**2 == 0 else ""
-    return Problem(
-        "too-large",
-        f"the file is {'more than ' if at_least else ''}{size:,} bytes; the service takes at most "
-        f"{limits.max_bytes:,} bytes{mib}. Split it or drop columns.",
-    )
-
-
-def empty_file_problem() -> Problem:
-    return Problem("empty-file", "the file is empty; the service needs at least a header row.", line=1)
-
-
-def header_unterminated_problem(line: int) -> Problem:
-    return Problem(
-        "unterminated-quote",
-        "the header row opens a quote that is never closed. Add the closing double quote.",
-        line=line,
-        record=1,
-    )
-
-
-def unterminated_quote_problem(line: int, record: int) -> Problem:
-    return Problem(
-        "unterminated-quote",
-        "a quoted field starts in this record and is never closed, so everything after it "
-        'is read as one cell. Add the closing double quote (or double any quote that is data: "").',
-        line=line,
-        record=record,
-    )
-
-
-RECORD_TOO_LONG = "record-too-long"
-
-
-def record_too_long_problem(limit_bytes: int, line: int) -> Problem:
-    return Problem(
-        RECORD_TOO_LONG,
-        f"a record starts here and runs on for more than {limit_bytes // 1024**2} MiB "
-        "without ending; most likely a quote is never closed. Check the quoting from this line on.",
-        line=line,
-    )
-
-
-def too_many_columns_problem(columns: int, limits: Limits, line: int) -> Problem:
-    return Problem(
-        "too-many-columns",
-        f"the header has {columns:,} columns; the service takes at most {limits.max_columns}. "
-        "Drop columns or split the file.",
-        line=line,
-        record=1,
-    )
+    return TOO_LARGE.problem(more="more than " if at_least else "", size=size, limit=limits.max_bytes, mib=mib)
 
 
 def ragged_rows_problem(total: int, listed: list[tuple[int, int, int]], columns: int) -> Problem:
@@ -541,36 +571,16 @@ def ragged_rows_problem(total: int, listed: list[tuple[int, int, int]], columns:
         for record, line, fields in listed
     )
     more = total - len(listed)
-    tail = f"; and {more:,} more" if more > 0 else ""
     first_record, first_line, _ = listed[0]
-    return Problem(
-        "ragged-rows",
-        f"{total:,} {'rows do' if total != 1 else 'row does'} not have the header's {columns} "
-        f"fields: {shown}{tail}. Every row needs exactly {columns} fields; quote fields that contain the "
-        "separator or a line break.",
+    return RAGGED_ROWS.problem(
         line=first_line,
         record=first_record,
+        total=total,
+        rows_do="rows do" if total != 1 else "row does",
+        columns=columns,
+        shown=shown,
+        tail=f"; and {more:,} more" if more > 0 else "",
     )
-
-
-UNREADABLE = "unreadable"
-
-
-def unreadable_problem(path: str, reason: str) -> Problem:
-    return Problem(UNREADABLE, f"cannot read {path}: {reason}")
-
-
-def size_unknown_problem(path: str, size: int) -> Problem:
-    """The problem for a file that holds more than its size says (still being written, or a ``/proc`` file)."""
-    return unreadable_problem(
-        path,
-        f"its size reads {size:,} bytes but it holds more: it is still being written, or it is not a regular "
-        "file (a /proc or device file). Validate it once it is complete, or copy it to a regular file first.",
-    )
-
-
-def no_rows_warning() -> Problem:
-    return Problem("no-rows", "the file has a header but no data rows; the table will be empty.")
 
 
 def heading_warnings(headings: list[str], names: list[str]) -> list[Problem]:
@@ -578,12 +588,7 @@ def heading_warnings(headings: list[str], names: list[str]) -> list[Problem]:
     warnings = []
     for i, (heading, name) in enumerate(zip(headings, names, strict=True), start=1):
         if not heading.strip():
-            warnings.append(Problem("blank-heading", f"column {i} has no heading; it will be named {name!r}"))
+            warnings.append(BLANK_HEADING.problem(position=i, name=name))
         elif heading.strip() != name:
-            warnings.append(
-                Problem(
-                    "repeated-heading",
-                    f"column {i} repeats the heading {heading.strip()!r}; it will be named {name!r}",
-                )
-            )
+            warnings.append(REPEATED_HEADING.problem(position=i, heading=heading.strip(), name=name))
     return warnings

@@ -174,9 +174,9 @@ def _scan(
         scan.errors.append(rules.too_large_problem(size, limits))
     head = f.read(rules.SNIFF_BYTES)
     if len(head) > size:  # the size read before is not the file's: every later step would read the wrong bytes
-        return scan.stop(rules.size_unknown_problem(path, size))
+        return scan.stop(rules.SIZE_UNKNOWN.problem(path=path, size=size))
     if (binary := rules.binary_signature(head)) is not None:
-        return scan.stop(rules.not_a_csv_problem(*binary))
+        return scan.stop(rules.NOT_CSV.problem(line=1, kind=binary[0], advice=binary[1]))
     enc = rules.sniff_encoding(head)
     scan.encoding = enc.name
     if enc.problems:  # say what the file holds all the same, so the fix is obvious
@@ -191,7 +191,7 @@ def _scan(
         return scan
     head = head[enc.bom_length :]
     if not head.strip(b"\r\n"):
-        scan.errors.append(rules.empty_file_problem())
+        scan.errors.append(rules.EMPTY_FILE.problem(line=1))
         return scan
     sample = head.decode("utf-8", errors="replace")
     scan.delimiter = rules.detect_delimiter(sample)
@@ -208,25 +208,28 @@ def _scan(
     scan.warnings.extend(rules.heading_warnings(scan.headings, scan.columns))
     scan.errors.extend(_heading_byte_problems(header, header_line))
     if records.unterminated_line is not None or shape.unterminated:
-        return scan.stop(rules.header_unterminated_problem(header_line))
+        return scan.stop(rules.HEADER_UNTERMINATED.problem(line=header_line, record=1))
     if scan.column_count > limits.max_columns:  # refused, but the rows are still counted for the report
-        scan.errors.append(rules.too_many_columns_problem(scan.column_count, limits, header_line))
+        problem = rules.TOO_MANY_COLUMNS.problem(
+            line=header_line, record=1, columns=scan.column_count, limit=limits.max_columns
+        )
+        scan.errors.append(problem)
     data = scan_records(f, data_offset, scan.delimiter, scan.column_count)
     scan.rows = data.records
     line_base = header_line + line_breaks(header)
     scan.data_line = line_base
     found = {p.code for p in scan.errors}  # only the first bad byte of a kind is reported, so the heading's wins
-    # In the order of the file: the kernels find a bad byte and a NUL in either order.
+    # In the order of the file: the kernels find a bad byte and a stop byte in either order.
     for p in sorted(data.problems, key=lambda p: p.line or 0):
         if p.code not in found:
             scan.errors.append(p.moved(lines=line_base - 1, records=1))
-            if data.stopped and p.code == rules.RECORD_TOO_LONG:  # the one problem that ends a scan
+            if data.stopped and p.code == rules.RECORD_TOO_LONG.code:  # the one problem that ends a scan
                 scan.stopped = scan.errors[-1]
     if data.ragged_total:
         listed = [(record + 1, line + line_base - 1, fields) for record, line, fields in data.ragged]
         scan.errors.append(rules.ragged_rows_problem(data.ragged_total, listed, scan.column_count))
     if not data.stopped and data.records == 0:
-        scan.warnings.append(rules.no_rows_warning())
+        scan.warnings.append(rules.NO_ROWS.problem())
     return scan
 
 
@@ -292,13 +295,15 @@ class _Replay(io.RawIOBase):
 
 
 def _heading_byte_problems(header: bytes, line: int) -> list[Problem]:
-    """The checks every data record's bytes get (UTF-8, no NUL), for the heading row."""
+    """The checks every data record's bytes get (UTF-8, the byte rules), for the heading row."""
+
+    def line_of(at: int) -> int:
+        return line + line_breaks(header[:at])
+
     problems = []
     if (at := kernels.first_non_utf8(header)) >= 0:
-        problems.append(rules.non_utf8_problem(line + line_breaks(header[:at]), header[at]))
-    if (at := header.find(b"\x00")) >= 0:
-        problems.append(rules.nul_byte_problem(line + line_breaks(header[:at])))
-    return problems
+        problems.append(rules.NOT_UTF8.problem(line=line_of(at), byte=header[at]))
+    return problems + rules.byte_problems(header, line_of)
 
 
 def data_records(scan: FileScan) -> Generator[tuple[int, list[str]], None, None]:
