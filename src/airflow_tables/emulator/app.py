@@ -2,7 +2,7 @@
 
 Starlette rather than FastAPI (on which FastAPI is built): every body must be the
 seed's envelope, including the framework's own 404 and 405, and FastAPI adds its
-own error bodies and about 200 ms of imports to a server that should be ready
+own error bodies and imports to a server that should be ready
 well within a second.
 """
 

@@ -28,8 +28,8 @@ def fingerprint_file(path: str | os.PathLike[str], *, encoding: str | None = Non
 
     The file is mapped, not read (:mod:`airflow_tables.sources.mapped`): the hash reads the page
     cache in place, without copying 512 MiB through a buffer beside the validation scan that
-    reads the same pages (on a virtual machine that copy costs more than the hash: 1.4x
-    validation alone against 1.2x, ``benchmarks/fingerprint.py``). A file that changes size
+    reads the same pages (on a virtual machine that copy costs more than the hash; measured in
+    ``benchmarks/fingerprint.py``). A file that changes size
     meanwhile is an :class:`OSError`.
     """
     import xxhash

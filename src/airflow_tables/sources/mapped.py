@@ -1,10 +1,9 @@
 """Reading a local file in place: mapped a window at a time, for passes that only look at its bytes.
 
 A pass that reads a file through a buffer copies every byte once more than it needs to;
-on a virtual machine that copy can cost more than the pass itself (hashing 512 MiB with
-XXH3 beside the validation scan: 1.4x the scan alone through a buffer, 1.2x mapped,
-``benchmarks/fingerprint.py``; counting the UTF-8 length of a 512 MiB Windows-1252 file:
-0.12 s through a buffer, 0.08 s mapped). The file is mapped :data:`WINDOW` bytes at a
+on a virtual machine that copy can cost more than the pass itself (hashing beside the
+validation scan, measured in ``benchmarks/fingerprint.py``; counting the UTF-8 length of a
+file in a single-byte code page). The file is mapped :data:`WINDOW` bytes at a
 time, so the process's resident size stays bounded whatever the file's size.
 
 A file that changes size between two windows is an :class:`OSError`; one truncated in

@@ -44,8 +44,8 @@ INSTALL = {
 #: Bytes asked of the storage per read when it cannot stream an object in one request.
 READ_BLOCK = 8 * 1024 * 1024
 #: Bytes of a streamed GET handed over at a time (and fetched ahead): the stream is one request
-#: whatever this is, and blocks that stay in the CPU's cache copy faster (1 MiB: validate_csv of
-#: a 512 MiB object in 1.75 s against 2.2-2.5 s with 8 MiB, same run, 2-core VM).
+#: whatever this is, and blocks that stay in the CPU's cache copy faster than 8 MiB ones (the
+#: object's scan is measured in benchmarks/sources.py).
 STREAM_BLOCK = 1024 * 1024
 
 
@@ -166,7 +166,7 @@ class _AsyncStream(io.RawIOBase):
     sends it, converts it), so reading from storage and the work on it overlap instead of
     taking turns. A block is the list of pieces the HTTP client returned (64-256 KiB each),
     copied once, straight into the caller's buffer: joining them first, or reading through
-    an ``io.BufferedReader``, costs two more copies (0.3-0.4 s of 512 MiB on a 2-core VM).
+    an ``io.BufferedReader``, costs two more copies (measured in ``benchmarks/sources.py``).
     At most two blocks are held.
     """
 

@@ -6,8 +6,8 @@ into UTF-8 (a character split between two blocks is carried over), and :class:`U
 is the binary stream of the result, for the upload and the validator alike.
 
 Single-byte code pages (Windows-1252, Latin-1, ISO 8859-x, KOI8-R, EBCDIC...) go through a
-256-entry table applied by the C kernel ``airflow_tables.sources._transcode`` (about thirty times
-Python's codecs);
+256-entry table applied by the C kernel ``airflow_tables.sources._transcode`` (much faster than
+Python's codecs, measured in ``benchmarks/sources.py``);
 every other codec (UTF-16, Shift JIS, GB18030...) through Python's incremental decoders.
 A byte the encoding does not define becomes U+FFFD and the first one is remembered
 (:attr:`Converter.first_error`): the validator reports it with its line, and the hook
@@ -220,7 +220,7 @@ class Utf8Reader(io.RawIOBase):
 
     The source is read into one reused buffer and converted into another, both small enough
     to stay in the CPU's cache (a new 1 MiB ``bytes`` a read, converted into 3 MiB, made the
-    conversion of 512 MiB take 0.21 s instead of 0.15 s on a 2-core VM).
+    conversion slower; the converted send is measured in ``benchmarks/sources.py``).
     """
 
     def __init__(self, raw: BinaryIO, codec: Codec, block_size: int = BLOCK_BYTES) -> None:
@@ -250,7 +250,7 @@ class Utf8Reader(io.RawIOBase):
         """The conversion a block at a time, each view valid until the next is asked for.
 
         For a reader that only passes the bytes on (the upload): it saves copying them into
-        its buffer first (0.35 s of 512 MiB on a 2-core VM, a third of the converted upload).
+        its buffer first (a large share of the converted upload, measured in ``benchmarks/upload.py``).
         """
         if self._pending:  # what an earlier readinto() left over
             self._position += len(self._pending)

@@ -16,7 +16,7 @@ Two kernels give the same answers (``tests/validation/test_kernels.py`` holds th
   on the way. ``setup.py`` builds it where a C compiler exists; it is optional.
 * :class:`PythonKernel`, bytes operations on a block at a time (``bytes.translate`` keeps
   only separators, line breaks and quotes; quoted parts are dropped; what is left must
-  repeat the header's pattern). About three times slower, and it pairs quotes wherever
+  repeat the header's pattern). Slower (measured in ``benchmarks/validate.py``), and it pairs quotes wherever
   they stand, so it also reads the first :data:`VERIFY_BYTES` of every range exactly to
   catch files whose quotes are data.
 
@@ -86,10 +86,10 @@ def first_non_utf8(data: bytes) -> int:
 
 
 class NativeKernel:
-    """The C kernel: about 0.5 ns a byte, UTF-8 included, and exact (no verification needed)."""
+    """The C kernel: one pass, UTF-8 included, and exact (no verification needed)."""
 
     name = "native"
-    # The second process costs ~40 ms to start; the native scan reads ~1 GiB/s on one core.
+    # Below this the second process costs more to start than it saves (measured in benchmarks/validate.py).
     parallel_min_bytes = 128 * 1024 * 1024
 
     def __init__(self, delimiter: str, columns: int) -> None:
@@ -163,7 +163,7 @@ class PythonKernel:
     field only at a field's start. On files that quote by the rules the two agree; on
     files with quotes inside unquoted fields (inch marks, JSON, prose) they usually
     disagree within the first megabyte, which is why that much of every range is also
-    read exactly (about 10 ms). A range whose quotes first turn out to be data after
+    read exactly. A range whose quotes first turn out to be data after
     that is the one case where this kernel can be wrong; the native kernel cannot.
     """
 

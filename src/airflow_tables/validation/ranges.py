@@ -2,7 +2,7 @@
 
 The machinery behind :mod:`.scan` (which reads the header and puts a
 file's report together). Why a scan of its own and not :mod:`csv`: the stdlib reader
-builds every field as a Python object (4-5 s for 512 MiB), and the libraries that are
+builds every field as a Python object (``benchmarks/validate.py``: "python csv"), and the libraries that are
 faster hold hundreds of MiB or miss ragged rows (``shared/bench/ANCHORS.md``). What the
 service cares about is structure: how many records, and whether every record has as
 many fields as the header.
@@ -232,7 +232,7 @@ class _Buffer:
     """One reused buffer that a range is read into, a chunk at a time, behind the carried rest of the last one.
 
     Reusing it (``readinto``) instead of reading new ``bytes`` saves an allocation and
-    its page faults per megabyte: about a quarter of the native scan's time.
+    its page faults per megabyte, a large share of the native scan's time (measured in ``benchmarks/validate.py``).
     """
 
     def __init__(self, f) -> None:
