@@ -30,6 +30,14 @@ def make_hook(monkeypatch):
 
 
 @pytest.fixture
+def csv_path(tmp_path):
+    """A small CSV the service reads as 3 rows of 3 columns."""
+    path = tmp_path / "sales.csv"
+    path.write_text("id,region,amount\n1,north,10\n2,south,20\n3,east,30\n")
+    return path
+
+
+@pytest.fixture
 def hook(emulator, make_hook):
     """A hook with manage rights on ``emulator.project_id`` (its default department)."""
     return make_hook(emulator.base_url, emulator.api_key, project_id=emulator.project_id)

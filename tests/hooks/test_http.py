@@ -14,8 +14,8 @@ from airflow.sdk.definitions.connection import Connection
 
 from airflow_tables import exceptions as ex
 from airflow_tables.hooks._http import (
+    ConnectionSettings,
     RetryPolicy,
-    Settings,
     card_segment,
     connection_error,
     interpret,
@@ -29,9 +29,9 @@ KEY = "k3y-0123456789abcdef"
 CARD = "CRD-0b6f3c1e-5d2a-4c1b-9a8e-1f2d3c4b5a69"
 
 
-def settings(host="http://127.0.0.1:8765", key=KEY, port=None, **extra) -> Settings:
+def settings(host="http://127.0.0.1:8765", key=KEY, port=None, **extra) -> ConnectionSettings:
     conn = Connection(conn_id="dt", conn_type="datatables", host=host, port=port, password=key, extra=json.dumps(extra))
-    return Settings.from_connection(conn)
+    return ConnectionSettings.from_connection(conn)
 
 
 @pytest.mark.parametrize(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import re
 import socket
@@ -29,13 +28,6 @@ def _clean(request):
     emulator.clear_faults()
     emulator.reset_stats()
     yield  # the root conftest clears faults and settings afterwards
-
-
-@pytest.fixture
-def csv_path(tmp_path):
-    path = tmp_path / "sales.csv"
-    path.write_text("id,region,amount\n1,north,10\n2,south,20\n3,east,30\n")
-    return path
 
 
 def requests_to(emulator, method: str, pattern: str = "") -> list[dict]:
@@ -503,181 +495,6 @@ def test_async_twins_share_answers_errors_and_retries(hook, emulator, monkeypatc
     assert [r["status"] for r in requests_to(emulator, "GET")] == [503, 200, 200, 404]
 
 
-# -- a hostile server: what the emulator cannot do ------------------------------------------------
-
-
-class _Hostile(threading.Thread):
-    """A raw HTTP/1.1 server on 127.0.0.1 whose every connection is handled by ``answer(conn, request)``.
-
-    ``request`` is the head of the request (bytes up to the blank line), its body read off the
-    socket when it declares a Content-Length; ``sent`` counts the body bytes ``answer`` got out
-    before the client hung up, so a test can tell the client stopped reading.
-    """
-
-    def __init__(self, answer) -> None:
-        super().__init__(daemon=True)
-        self.answer = answer
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-        self.sent = 0
-        self.requests: list[bytes] = []
-
-    def run(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
-
-    def _serve(self, conn: socket.socket) -> None:
-        with conn:
-            head = b""
-            while b"\r\n\r\n" not in head:
-                data = conn.recv(65536)
-                if not data:
-                    return
-                head += data
-            head, _, body = head.partition(b"\r\n\r\n")
-            length = re.search(rb"(?i)content-length: *(\d+)", head)
-            remaining = int(length.group(1)) - len(body) if length else 0
-            while remaining > 0:
-                data = conn.recv(min(remaining, 1 << 20))
-                if not data:
-                    return
-                remaining -= len(data)
-            self.requests.append(head)
-            with contextlib.suppress(OSError):  # the client hung up: what several tests expect
-                self.answer(self, conn, head)
-
-    def write(self, conn: socket.socket, data: bytes) -> None:
-        conn.sendall(data)
-        self.sent += len(data)
-
-
-@pytest.fixture
-def hostile():
-    """Start a hostile server with ``hostile(answer)``; it stops with the test."""
-    servers: list[_Hostile] = []
-
-    def start(answer) -> _Hostile:
-        server = _Hostile(answer)
-        server.start()
-        servers.append(server)
-        return server
-
-    yield start
-    for server in servers:
-        server.sock.close()
-
-
-def _drip(where: str, every: float = 0.2, for_at_most: float = 20.0):
-    """An answer that comes one byte at a time, each in time for a per-read timeout, never complete."""
-
-    def answer(server, conn, head) -> None:
-        body = b'{"Msg": "OK", "Cards": []}' + b" " * 1000
-        whole = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Slow: " + b"s" * 1000 + b"\r\n"
-        whole += b"Content-Length: %d\r\n\r\n" % len(body) + body
-        start = whole.index(b"X-Slow") if where == "head" else whole.index(b"\r\n\r\n") + 4
-        server.write(conn, whole[:start])
-        end = time.monotonic() + for_at_most
-        for byte in whole[start:]:
-            if time.monotonic() > end:
-                return
-            time.sleep(every)  # the server's pace, not a wait in the test
-            server.write(conn, bytes([byte]))
-
-    return answer
-
-
-@pytest.mark.parametrize("mode", ["sync", "async"])
-@pytest.mark.parametrize("where", ["head", "body"])
-def test_a_dripping_answer_ends_at_the_timeout(make_hook, hostile, mode, where):
-    server = hostile(_drip(where))
-    hook = make_hook(server.url, "k-0123456789", project_id="P", timeout=1, max_retries=0)
-    started = time.monotonic()
-    with pytest.raises(ex.DataTablesConnectionError) as info:
-        hook.list_cards() if mode == "sync" else asyncio.run(hook.a_list_cards())
-    elapsed = time.monotonic() - started
-    assert elapsed < 1.8, f"the call took {elapsed:.1f} s with timeout 1"
-    assert "1 s" in str(info.value) and "whole answer" in str(info.value)
-    assert info.value.request_sent is True
-
-
-def test_an_upload_whose_answer_drips_ends_at_the_timeout_and_is_not_resent(make_hook, hostile, csv_path):
-    server = hostile(_drip("body"))
-    hook = make_hook(server.url, "k-0123456789", project_id="P", timeout=1, max_retries=3)
-    started = time.monotonic()
-    with pytest.raises(ex.DataTablesImportUncertainError) as info:
-        hook.import_csv(None, csv_path)
-    assert time.monotonic() - started < 1.8
-    assert "whole answer" in str(info.value)
-    assert len(server.requests) == 1  # sent once: a paid request whose answer was lost is not sent again
-
-
-def _too_large(declared: bool):
-    def answer(server, conn, head) -> None:
-        length = b"Content-Length: %d\r\n" % (64 << 20) if declared else b"Connection: close\r\n"
-        server.write(conn, b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n" + length + b"\r\n")
-        server.write(conn, b'{"Msg": "OK", "Cards": [')
-        chunk = b'{"CardID": "CRD-0", "CardName": "' + b"x" * 65000 + b'"},'
-        while server.sent < 64 << 20:
-            server.write(conn, chunk)
-
-    return answer
-
-
-@pytest.mark.parametrize("mode", ["sync", "async"])
-@pytest.mark.parametrize("declared", [True, False], ids=["content-length", "until-close"])
-def test_an_answer_larger_than_the_cap_fails_without_being_held(make_hook, hostile, monkeypatch, mode, declared):
-    import tracemalloc
-
-    monkeypatch.setenv("AIRFLOW__DATATABLES__MAX_RESPONSE_MIB", "2")
-    server = hostile(_too_large(declared))
-    hook = make_hook(server.url, "k-0123456789", project_id="P", timeout=20, max_retries=2)
-    tracemalloc.start()
-    try:
-        with pytest.raises(ex.DataTablesError) as info:
-            hook.list_cards() if mode == "sync" else asyncio.run(hook.a_list_cards())
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-    text = str(info.value)
-    assert "2 MiB" in text and "max_response_mib" in text and "AIRFLOW__DATATABLES__MAX_RESPONSE_MIB" in text
-    assert f"GET {server.url}/v1.0/projects/P/cards" in text
-    assert len(server.requests) == 1  # a refusal that would come again is not retried
-    assert peak < 12 << 20, f"peak {peak / 2**20:.1f} MiB while reading a 64 MiB answer capped at 2 MiB"
-    deadline = time.monotonic() + 10
-    while server.sent < 64 << 20 and time.monotonic() < deadline and not _stopped(server):
-        time.sleep(0.05)
-    assert server.sent < 24 << 20, f"the client read {server.sent / 2**20:.0f} MiB of it"
-
-
-def _stopped(server) -> bool:
-    """Whether the server's writer has stopped (the client hung up): its count no longer moves."""
-    before = server.sent
-    time.sleep(0.2)
-    return server.sent == before
-
-
-@pytest.mark.parametrize("mode", ["sync", "async"])
-def test_a_junk_gzip_body_is_a_typed_error(make_hook, hostile, mode):
-    def answer(server, conn, head) -> None:
-        body = b"this is not gzip at all" * 10
-        server.write(
-            conn,
-            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Encoding: gzip\r\n"
-            b"Content-Length: %d\r\n\r\n" % len(body) + body,
-        )
-
-    server = hostile(answer)
-    hook = make_hook(server.url, "k-0123456789", project_id="P", max_retries=0)
-    with pytest.raises(ex.DataTablesError) as info:
-        hook.list_cards() if mode == "sync" else asyncio.run(hook.a_list_cards())
-    assert "gzip" in str(info.value) and "could not be decoded" in str(info.value)
-    assert info.value.status_code == 200
-
-
 @pytest.mark.parametrize("value", [{"a": 1}, ["P"], 1.5, True])
 def test_a_project_id_that_is_not_a_string_is_refused(make_hook, emulator, value):
     with pytest.raises(ValueError, match="project_id") as info:
@@ -688,3 +505,49 @@ def test_a_project_id_that_is_not_a_string_is_refused(make_hook, emulator, value
         with pytest.raises(ValueError, match="project_id must be a string"):
             call(value)
     assert emulator.stats()["requests"] == []
+
+
+# -- waits without the service: what the hook decides from a look ---------------------------------
+
+CARD = "CRD-0b6f3c1e-5d2a-4c1b-9a8e-1f2d3c4b5a69"
+READ = {
+    "CardID": CARD,
+    "CardName": "sales",
+    "Rows": 3,
+    "Processed": True,
+    "UploadCompletionTime": "2026-01-01T00:00:00",
+}
+
+
+@pytest.fixture
+def offline_hook(make_hook):
+    """A hook whose connection points nowhere: each test says what its looks see."""
+    return make_hook("http://127.0.0.1:1", "k-0123456789", project_id="P", max_retries=0)
+
+
+@pytest.mark.parametrize("succeeded", [True, False], ids=["ready", "failed"])
+def test_a_send_right_after_a_read_ended_waits_out_the_replacement_spacing(offline_hook, monkeypatch, succeeded):
+    from airflow_tables.model import REPLACEMENT_SPACING
+
+    monkeypatch.setattr(offline_hook, "find_card", lambda project_id, card_id: {**READ, "SuccessfulUpload": succeeded})
+    after_look = offline_hook.send_when_idle(None, CARD, lambda look: time.monotonic() - look.seen_at)
+    assert REPLACEMENT_SPACING <= after_look < REPLACEMENT_SPACING + 0.5
+
+
+@pytest.mark.parametrize("spacing", [None, 0.0], ids=["gone", "spacing-0"])
+def test_a_gone_table_or_a_send_that_starts_no_read_does_not_wait(offline_hook, monkeypatch, spacing):
+    seen = None if spacing is None else {**READ, "SuccessfulUpload": True}
+    monkeypatch.setattr(offline_hook, "find_card", lambda project_id, card_id: seen)
+    kwargs = {} if spacing is None else {"spacing": spacing}
+    started = time.monotonic()
+    offline_hook.send_when_idle(None, CARD, lambda look: None, **kwargs)
+    assert time.monotonic() - started < 0.5
+
+
+def test_find_cards_gives_a_fetched_table_as_its_summary(offline_hook, monkeypatch):
+    """A table the list lacks is fetched; find_card(s) still return the summary, as the list shows it."""
+    detail = {**READ, "SuccessfulUpload": True, "Description": "Sales.", "Columns": [{"ColumnName": "id"}]}
+    monkeypatch.setattr(offline_hook, "list_cards", lambda project_id: [])
+    monkeypatch.setattr(offline_hook, "get_card", lambda project_id, card_id: detail)
+    assert offline_hook.find_cards(None, [CARD]) == {CARD: {**READ, "SuccessfulUpload": True}}
+    assert offline_hook.find_card(None, CARD) == {**READ, "SuccessfulUpload": True}

@@ -309,7 +309,7 @@ def test_tls_with_the_ca_or_verification_off(tls_emulator, make_hook, tmp_path, 
 # -- a proxy that echoes the request's headers ----------------------------------------------------
 
 from tests.hooks.test_http import LONG_KEY, key_forms, leaked  # noqa: E402
-from tests.hooks.test_tables import hostile  # noqa: E402, F401  (the fixture, reused)
+from tests.hooks.test_transport import hostile  # noqa: E402, F401  (the fixture, reused)
 
 ECHOES = ["html", "html-escaped", "json-escaped", "url-encoded"]
 
