@@ -131,13 +131,25 @@ class Source:
         """The first bytes not valid in the declared encoding, with their line; None if all are."""
         if self.decode_error is None:
             return None
-        from airflow_tables.validation.ranges import count_breaks
-
         codec = self.converted_from or self.codec
-        with self.open() as f:
-            line = count_breaks(f, 0, self.decode_error.output_offset) + 1
         error = self.decode_error
-        return Undecodable(line, codec.name if codec else "utf-8", error.source_offset, error.bad)
+        return Undecodable(
+            self._line_at(error.output_offset), codec.name if codec else "utf-8", error.source_offset, error.bad
+        )
+
+    def _line_at(self, offset: int) -> int:
+        """The 1-based line of the byte at ``offset`` of the UTF-8 the service receives (LF, CRLF, CR: one break)."""
+        line, last = 1, b""
+        with contextlib.closing(self.blocks(COPY_BLOCK)) as blocks:
+            for block in blocks:
+                if offset <= 0:
+                    break
+                part = bytes(block[:offset])
+                offset -= len(part)
+                split_crlf = last == b"\r" and part.startswith(b"\n")  # one break, cut between two blocks
+                line += part.count(b"\n") + part.count(b"\r") - part.count(b"\r\n") - split_crlf
+                last = part[-1:]
+        return line
 
 
 def open_source(file: Any, encoding: str | None = None, *, allowed: str | Sequence[str] | None = None) -> Source:
