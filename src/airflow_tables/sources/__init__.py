@@ -24,7 +24,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, BinaryIO, cast
 
@@ -98,7 +98,7 @@ class Source:
         raw = self.opener()
         return raw if self.codec is None else cast(BinaryIO, Utf8Reader(raw, self.codec))
 
-    def blocks(self, block_size: int) -> Iterator[memoryview]:
+    def blocks(self, block_size: int) -> Generator[memoryview, None, None]:
         """The bytes the service receives, a block of about ``block_size`` at a time.
 
         Each view is valid until the next is asked for: the blocks are read (and converted)
