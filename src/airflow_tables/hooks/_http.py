@@ -135,6 +135,24 @@ class ConnectionSettings:
             headers["Content-Type"] = content_type
         return Request(method, "/".join([self.base_url, API_VERSION, *segments]), headers)
 
+    def department(self, project_id: str | None) -> str:
+        """The department a call names, else the connection's ``project_id`` extra; checked as an id."""
+        if project_id is not None and not str(project_id).strip():
+            # An explicit empty value (a template that rendered "") is a mistake, not "the default".
+            raise ValueError("project_id is empty: name a department, or leave project_id out to use the connection's.")
+        project = project_id if project_id is not None else self.project_id
+        if project is None:
+            raise ValueError("No project_id given and the connection has no 'project_id' extra: name a department.")
+        segment(project, "project_id")  # the same check for the form field as for a path
+        return str(project)
+
+    def cards_request(self, method: str, project_id: str | None, card_id: str | None = None) -> Request:
+        """A request to the department's tables, or to one of them."""
+        segments = ["projects", segment(self.department(project_id), "project_id"), "cards"]
+        if card_id is not None:
+            segments.append(card_segment(card_id))
+        return self.request(method, *segments)
+
     def scrub(self, text: str) -> str:
         """Remove the key, in every form, from text that came from elsewhere (see :func:`scrub`)."""
         return scrub(text, self.api_key)

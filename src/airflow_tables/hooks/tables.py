@@ -32,11 +32,9 @@ from airflow_tables.exceptions import (
 from airflow_tables.hooks._http import (
     CARD_ID,
     ConnectionSettings,
-    Request,
     RetryPolicy,
     card_segment,
     may_have_landed,
-    segment,
     uncertain_import,
 )
 from airflow_tables.hooks._multipart import MultipartFile
@@ -151,31 +149,12 @@ class DataTablesHook(BaseHook):
             logger=self.log,
         )
 
-    @staticmethod
-    def _project(settings: ConnectionSettings, project_id: str | None) -> str:
-        if project_id is not None and not str(project_id).strip():
-            # An explicit empty value (a template that rendered "") is a mistake, not "the default".
-            raise ValueError("project_id is empty: name a department, or leave project_id out to use the connection's.")
-        project = project_id if project_id is not None else settings.project_id
-        if project is None:
-            raise ValueError("No project_id given and the connection has no 'project_id' extra: name a department.")
-        segment(project, "project_id")  # the same check for the form field as for a path
-        return str(project)
-
-    def _cards_request(
-        self, settings: ConnectionSettings, method: str, project_id: str | None, card_id: str | None = None
-    ) -> Request:
-        segments = ["projects", segment(self._project(settings, project_id), "project_id"), "cards"]
-        if card_id is not None:
-            segments.append(card_segment(card_id))
-        return settings.request(method, *segments)
-
     def _call(
         self, method: str, project_id: str | None, card_id: str | None = None, *, retries: int | None = None
     ) -> dict:
         """Send a GET or DELETE with retries; a 404 after a DELETE that may have landed means it did."""
         settings = self.settings
-        req = self._cards_request(settings, method, project_id, card_id)
+        req = settings.cards_request(method, project_id, card_id)
         transport = SyncTransport(settings, self.get_conn())
         landed = False
 
@@ -200,7 +179,7 @@ class DataTablesHook(BaseHook):
                 return await self._acall(method, project_id, card_id)
         transport = self._atransport
         settings = transport.settings
-        req = self._cards_request(settings, method, project_id, card_id)
+        req = settings.cards_request(method, project_id, card_id)
         return await self._policy(settings).arun(lambda: transport.exchange(req), idempotent=True)
 
     # -- endpoints --------------------------------------------------------------------------
@@ -291,7 +270,7 @@ class DataTablesHook(BaseHook):
         except SourceError as err:
             raise type(err)(err.label, f"{err.reason}; nothing was sent to the Data Tables Service.") from None
         settings = self.settings
-        project = self._project(settings, project_id)
+        project = settings.department(project_id)
         fields = {"ProjectID": project}
         if card_id is not None:
             card_segment(card_id)
