@@ -9,7 +9,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
-from airflow.sdk.exceptions import ParamValidationError
+
+try:  # the Task SDK's own from Airflow 3.2; 3.1 raises airflow.exceptions' class
+    from airflow.sdk.exceptions import ParamValidationError
+except ImportError:  # Airflow 3.1
+    from airflow.exceptions import ParamValidationError  # type: ignore[no-redef]
 from tests.operators._runs import xcom_all
 from tests.sources.conftest import CONN_ID
 
