@@ -30,10 +30,13 @@ def low_floor(monkeypatch):
 
 
 @contextmanager
-def hostile_server(cards: list[dict], junk_for: set[str] = frozenset(), junk_list: bool = False) -> Iterator[str]:
+def hostile_server(
+    cards: list[dict], junk_for: set[str] = frozenset(), junk_list: bool = False, details: dict | None = None
+) -> Iterator[str]:
     """A service on 127.0.0.1 that lists ``cards`` and answers a junk "gzip" body for the tables in ``junk_for``.
 
-    With ``junk_list`` the listing itself is the junk. Every other table is a 404.
+    With ``junk_list`` the listing itself is the junk. ``details``: tables fetched by CardID
+    though the list lacks them. Every other table is a 404.
     """
 
     class Handler(BaseHTTPRequestHandler):
@@ -43,6 +46,8 @@ def hostile_server(cards: list[dict], junk_for: set[str] = frozenset(), junk_lis
                 self._answer(200, JUNK_GZIP, gzip=True)
             elif last == "cards":
                 self._answer(200, json.dumps({"Success": True, "Msg": "OK", "Cards": cards}).encode())
+            elif last in (details or {}):
+                self._answer(200, json.dumps({"Msg": "OK", **details[last]}).encode())
             else:
                 self._answer(404, json.dumps({"Success": False, "Msg": "no such table"}).encode())
 
@@ -75,10 +80,10 @@ def use_connection(monkeypatch, conn_id: str, host: str, key: str) -> None:
 
 async def first_word(conn_id: str, project_id: str, card_id: str, *, deadline: float = 10):
     """The first snapshot that says something for good about ``card_id``: its error, or its summary."""
-    async with watch(conn_id, project_id, card_id, 0.1) as department:
+    async with watch(conn_id, project_id, card_id, 0.1) as subscription:
         until = time.monotonic() + deadline
         while (left := until - time.monotonic()) > 0:
-            snapshot = await department.next(timeout=left)
+            snapshot = await subscription.next(timeout=left)
             if snapshot is None:
                 break
             if snapshot.error_for(card_id) is not None:
@@ -129,12 +134,12 @@ def test_a_connection_that_cannot_be_built_is_an_error_for_each_waiter_and_is_tr
     card_id = imported(datatables_conn, tmp_path)
 
     async def scenario():
-        async with watch("dt_later", datatables_conn.project_id, card_id, 0.1) as department:
-            first = await department.next(timeout=10)
+        async with watch("dt_later", datatables_conn.project_id, card_id, 0.1) as subscription:
+            first = await subscription.next(timeout=10)
             use_connection(monkeypatch, "dt_later", datatables_conn.base_url, datatables_conn.api_key)
             until = time.monotonic() + 10
             while time.monotonic() < until:
-                later = await department.next(timeout=10)
+                later = await subscription.next(timeout=10)
                 if later is not None and later.error is None:
                     return first, later
             return first, None
@@ -205,3 +210,14 @@ def test_a_waiter_slower_than_the_floor_keeps_its_own_interval(monkeypatch):
         return poller.interval
 
     assert asyncio.run(interval()) == 0.7
+
+
+def test_a_table_the_list_lacks_is_fetched_and_handed_on_as_its_summary(monkeypatch):
+    """A list may lag a fresh import: the table is fetched, and its waiters see a summary, as the list shows it."""
+    summary = {"CardID": "CRD-fresh", "Processed": True, "SuccessfulUpload": True, "Rows": 3}
+    detail = {**summary, "Description": "Fresh.", "Columns": [{"ColumnName": "id", "DataType": "long"}]}
+    with hostile_server([], details={"CRD-fresh": detail}) as url:
+        use_connection(monkeypatch, "dt_lagging", url, "k-0123456789")
+        word = asyncio.run(first_word("dt_lagging", "P", "CRD-fresh"))
+    assert word == ("card", summary)
+    assert _department_poller.pollers() == []
