@@ -1,1 +1,1 @@
-"""The Data Tables Service client (:mod:`airflow_tables.hooks.tables`) and the table status type."""
+"""The Data Tables Service client (:mod:`airflow_tables.hooks.tables`), its wire rules (``_http``) and transports."""
