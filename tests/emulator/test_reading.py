@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from airflow_tables.emulator import profile
-from airflow_tables.validation import rules
+from airflow_tables.validation import dialect
 
 
 def _read(client, content: bytes, name: str = "data.csv") -> dict:
@@ -83,7 +83,7 @@ def test_blank_and_repeated_headings_are_named_as_the_csv_rules_name_them(client
     content = (",".join(headings) + "\n" + ",".join("x" * len(headings)) + "\n").encode()
     detail = _read(client, content)
     names = [c["ColumnName"] for c in detail["Columns"]]
-    assert names == rules.name_columns(headings) == ["id", "column_2", "Name", "name_2", "column_5", "id_2"]
+    assert names == dialect.name_columns(headings) == ["id", "column_2", "Name", "name_2", "column_5", "id_2"]
     assert "Headings named by the service" in detail["Description"]
 
 
@@ -125,7 +125,7 @@ def test_a_wide_table_is_sampled_by_values_not_rows(client):
 
 _integers = st.integers(min_value=-(2**63), max_value=2**63 - 1).map(str)
 _words = st.text(alphabet=string.ascii_letters + " .-", min_size=1, max_size=8).filter(
-    lambda s: s.strip() and rules.DELIMITERS[0] not in s
+    lambda s: s.strip() and dialect.DELIMITERS[0] not in s
 )
 
 

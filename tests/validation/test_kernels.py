@@ -1,7 +1,7 @@
 """The fast-path kernels (validation/kernels.py) against the rules they stand in for.
 
 A kernel may stop early (hand a record to the exact read) but must never be wrong about
-what it accepts: every record it counts must be, by rules.Records, one record with
+what it accepts: every record it counts must be, by dialect.Records, one record with
 the header's number of fields, and its UTF-8 verdict must be bytes.decode's. These run
 against each kernel (conftest.py); the native one is also checked on random bytes, cut
 at every offset, and a file read in tiny chunks must give the same report as one read
@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from airflow_tables.validation import kernels, ranges, rules, validate_csv
+from airflow_tables.validation import dialect, kernels, ranges, rules, validate_csv
 from airflow_tables.validation.scan import scan_file
 
 FIXTURE = HealthCheck.function_scoped_fixture
@@ -51,7 +51,7 @@ def kernel_for(delimiter: str, columns: int, verified: bool = True) -> kernels.K
 
 
 def exact_widths(data: bytes, delimiter: str) -> list[int]:
-    return [len(fields) for _, fields in rules.parse_records(data.decode("latin-1"), delimiter)]
+    return [len(fields) for _, fields in dialect.parse_records(data.decode("latin-1"), delimiter)]
 
 
 def test_native_kernel_is_built():
@@ -247,6 +247,6 @@ def test_both_kernels_give_the_same_verdict(tmp_path, header, body):
 def test_an_open_quote_after_a_quote_that_is_data_is_not_plain(scan_kernel, data):
     """``x",",`` pairs two quotes in the skeleton, but the second one opens a field that is never closed."""
     found = kernels.kernel(",", 2).scan(memoryview(data), final=True)
-    records = rules.parse_records(data[: found.consumed].decode(), ",")
+    records = dialect.parse_records(data[: found.consumed].decode(), ",")
     assert len(list(records)) == found.records
     assert records.unterminated_line is None

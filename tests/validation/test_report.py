@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from airflow_tables.exceptions import CsvValidationError
-from airflow_tables.validation import ranges, rules, validate_csv
+from airflow_tables.validation import dialect, ranges, rules, validate_csv
 
 
 def write(tmp_path: Path, text: str | bytes, name: str = "data.csv") -> Path:
@@ -44,8 +44,8 @@ def test_headings_named_as_the_service_will(tmp_path):
 
 
 def test_name_columns_scheme():
-    assert rules.name_columns(["a", "a", "a", ""]) == ["a", "a_2", "a_3", "column_4"]
-    assert rules.name_columns([" x ", "X"]) == ["x", "X_2"]
+    assert dialect.name_columns(["a", "a", "a", ""]) == ["a", "a_2", "a_3", "column_4"]
+    assert dialect.name_columns([" x ", "X"]) == ["x", "X_2"]
 
 
 def test_ragged_rows_reported_with_record_and_line(tmp_path):

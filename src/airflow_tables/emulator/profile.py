@@ -28,7 +28,7 @@ from contextlib import closing
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from airflow_tables.validation import rules
+from airflow_tables.validation import dialect
 from airflow_tables.validation.scan import FileScan, data_records
 from airflow_tables.validation.types import LONG, SAMPLE_ROWS, SAMPLE_VALUES, STRING, long_range, sample_rows
 
@@ -174,7 +174,7 @@ def _names(names: list[str], limit: int = 5) -> str:
 
 
 def _table_description(scan: FileScan, stats: list[ColumnStats], sampled: int, file_name: str) -> str:
-    separator = rules.DELIMITER_NAMES.get(scan.delimiter, repr(scan.delimiter))
+    separator = dialect.DELIMITER_NAMES.get(scan.delimiter, repr(scan.delimiter))
     parts = [
         f"{scan.rows:,} rows and {len(stats)} columns read from {file_name} ({separator}-separated, "
         f"{'UTF-8 with a byte-order mark' if scan.encoding == 'utf-8-sig' else 'UTF-8'})."

@@ -6,7 +6,7 @@ that stands right before a separator or a line break. Recognising plain records,
 checking that their bytes are UTF-8, is all the fast path does. The first record that is
 anything else (a ragged row, a blank line, a quote used as data, a NUL byte, a quote
 never closed) is handed back, and :mod:`ranges` reads from there exactly, with
-:class:`rules.Records`, which is what names the problem. So the fast path decides
+:class:`dialect.Records`, which is what names the problem. So the fast path decides
 nothing the rules do not: it only says "nothing to see here" faster.
 
 Two kernels give the same answers (``tests/validation/test_kernels.py`` holds them to it):
@@ -30,7 +30,7 @@ import os
 from types import ModuleType
 from typing import NamedTuple, Protocol
 
-from airflow_tables.validation import rules
+from airflow_tables.validation import dialect, rules
 
 _speedups: ModuleType | None
 try:
@@ -106,7 +106,7 @@ class NativeKernel:
         return BlockScan(records, consumed, stopped, utf8_error if 0 <= utf8_error < consumed else -1)
 
 
-_KEEP = {d: bytes([ord(d), 10, 13, 34]) for d in rules.DELIMITERS}
+_KEEP = {d: bytes([ord(d), 10, 13, 34]) for d in dialect.DELIMITERS}
 _DELETE = {d: bytes(b for b in range(256) if b not in keep) for d, keep in _KEEP.items()}
 
 
@@ -230,6 +230,6 @@ class PythonKernel:
         The quote state is compared too: a quote that is data can pair up in the skeleton with
         one that opens a field (``x",",``), and the widths then agree although that field never ends.
         """
-        exact = rules.parse_records(data.decode("latin-1"), self.delimiter)
+        exact = dialect.parse_records(data.decode("latin-1"), self.delimiter)
         widths = [len(fields) for _, fields in exact]
         return exact.unterminated_line is None and len(widths) == records and all(w == self.columns for w in widths)

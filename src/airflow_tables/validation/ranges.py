@@ -12,7 +12,7 @@ A range is read into one reused buffer, a megabyte at a time. A kernel of
 bytes are UTF-8); the incomplete record at its end is carried into the next read. The
 first record that is not plain (a ragged row, a blank line, a NUL byte, an open quote, a
 quote that is data) switches the rest of the file to an exact read by
-:class:`rules.Records`, which names the records and lines. Large files are split in
+:class:`dialect.Records`, which names the records and lines. Large files are split in
 two at a verified record boundary and the second half is scanned by a child process
 (``python -m airflow_tables.validation.ranges``); if the split still falls inside a quoted
 field, the child's answer is thrown away and the scan goes on alone, so the result never
@@ -28,7 +28,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from airflow_tables.validation import kernels, rules
+from airflow_tables.validation import dialect, kernels, rules
 from airflow_tables.validation.rules import Problem
 
 CHUNK_BYTES = 1024 * 1024
@@ -150,7 +150,7 @@ class _RangeReader:
 
     Anything not plain (a ragged row, a blank line, a NUL byte, a quote in the middle of
     a field, a quote left open) makes the rest be read exactly, by
-    :class:`rules.Records`, which is what names the records and lines. The exact
+    :class:`dialect.Records`, which is what names the records and lines. The exact
     read goes on to the end of the file, because a record that is not plain may run on
     past the end of the range.
     """
@@ -177,7 +177,7 @@ class _RangeReader:
         res = self.result
         res.to_eof = True
         res.lines = count_breaks(f, res.start, offset)
-        records = rules.Records(self._text_lines(f, offset), self.delimiter, res.lines + 1)
+        records = dialect.Records(self._text_lines(f, offset), self.delimiter, res.lines + 1)
         for line, fields in records:
             res.records += 1
             if len(fields) != self.columns:

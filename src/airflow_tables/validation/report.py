@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from airflow_tables.exceptions import CsvValidationError
-from airflow_tables.validation import rules
+from airflow_tables.validation import dialect, rules
 from airflow_tables.validation.rules import Problem
 from airflow_tables.validation.scan import FileScan, Findings, scan_file, scan_stream
 
@@ -80,7 +80,7 @@ class CsvReport(Findings):
             return self.counts()
         parts = [self.counts()]
         if self.columns:  # a file with no heading has no separator or encoding worth naming
-            parts += [f"{rules.DELIMITER_NAMES.get(self.delimiter, repr(self.delimiter))}-separated", self.encoding]
+            parts += [f"{dialect.DELIMITER_NAMES.get(self.delimiter, repr(self.delimiter))}-separated", self.encoding]
         return ", ".join([*parts, f"{self.size_bytes:,} bytes"])
 
     def summary(self) -> str:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, cast
 
-from airflow_tables.validation import kernels, rules
+from airflow_tables.validation import dialect, kernels, rules
 from airflow_tables.validation.ranges import (
     MAX_RECORD_BYTES,
     NotPlain,
@@ -79,29 +79,29 @@ def _line_terminator(head: bytes) -> str:
     return max((crlf, "\r\n"), (lf, "\n"), (cr, "\r"))[1] if (crlf or lf or cr) else "\n"
 
 
-def read_header(f, offset: int, size: int, delimiter: str, keep: int) -> tuple[bytes, int, int, rules.RecordShape]:
+def read_header(f, offset: int, size: int, delimiter: str, keep: int) -> tuple[bytes, int, int, dialect.RecordShape]:
     """Return the header record's bytes, the offset after it, its line number and its shape.
 
     Blank lines before it are skipped, as they are everywhere. The record ends where the
-    rules of :class:`rules.Records` end it (a quote that is data does not run it on);
+    rules of :class:`dialect.Records` end it (a quote that is data does not run it on);
     only as much is read as it takes (at most :data:`MAX_RECORD_BYTES`), and its fields
-    are counted, not built (:func:`rules.record_shape`; ``keep``: how many to name).
+    are counted, not built (:func:`dialect.record_shape`; ``keep``: how many to name).
     """
     f.seek(offset)
     buf = bytearray()
     pos = 0
     line = 1
-    want = rules.SNIFF_BYTES
+    want = dialect.SNIFF_BYTES
     while True:
         while True:
             at_end = len(buf) >= size - offset
-            shape = rules.record_shape(buf, pos, delimiter, keep, final=at_end)
+            shape = dialect.record_shape(buf, pos, delimiter, keep, final=at_end)
             if shape.end != -1 or at_end or len(buf) > MAX_RECORD_BYTES:
                 break
             more = f.read(want)
             if not more:
                 at_end = True  # the file is shorter than its size said
-                shape = rules.record_shape(buf, pos, delimiter, keep, final=True)
+                shape = dialect.record_shape(buf, pos, delimiter, keep, final=True)
                 break
             buf += more
             want *= 2
@@ -172,7 +172,7 @@ def _scan(
         scan.errors.append(problem)
     if size > limits.max_bytes:
         scan.errors.append(rules.too_large_problem(size, limits))
-    head = f.read(rules.SNIFF_BYTES)
+    head = f.read(dialect.SNIFF_BYTES)
     if len(head) > size:  # the size read before is not the file's: every later step would read the wrong bytes
         return scan.stop(rules.SIZE_UNKNOWN.problem(path=path, size=size))
     if (binary := rules.binary_signature(head)) is not None:
@@ -183,10 +183,10 @@ def _scan(
         scan.stop(enc.problems[0])
         scan.errors.extend(enc.problems[1:])
         text = head[enc.bom_length :].decode(enc.name, errors="replace")
-        scan.delimiter = rules.detect_delimiter(text)
-        first = next(iter(rules.parse_records(text, scan.delimiter)), None)
+        scan.delimiter = dialect.detect_delimiter(text)
+        first = next(iter(dialect.parse_records(text, scan.delimiter)), None)
         scan.headings = first[1][: limits.max_columns + 1] if first else []
-        scan.columns = rules.name_columns(scan.headings)
+        scan.columns = dialect.name_columns(scan.headings)
         scan.column_count = len(scan.columns)
         return scan
     head = head[enc.bom_length :]
@@ -194,15 +194,15 @@ def _scan(
         scan.errors.append(rules.EMPTY_FILE.problem(line=1))
         return scan
     sample = head.decode("utf-8", errors="replace")
-    scan.delimiter = rules.detect_delimiter(sample)
+    scan.delimiter = dialect.detect_delimiter(sample)
     scan.line_terminator = _line_terminator(head)
     keep = limits.max_columns + 1  # enough to say the header is too wide; the rest is counted, not named
     header, data_offset, header_line, shape = read_header(f, enc.bom_length, size, scan.delimiter, keep)
     named = header if shape.named_end == -1 else header[: shape.named_end]
-    records = rules.parse_records(named.decode("utf-8", errors="replace"), scan.delimiter, header_line)
+    records = dialect.parse_records(named.decode("utf-8", errors="replace"), scan.delimiter, header_line)
     first = next(iter(records), None)
     scan.headings = first[1] if first else [""] if shape.named_end != -1 else []
-    scan.columns = rules.name_columns(scan.headings)
+    scan.columns = dialect.name_columns(scan.headings)
     scan.column_count = len(scan.columns) if shape.named_end == -1 else shape.fields
     scan.data_offset = data_offset
     scan.warnings.extend(rules.heading_warnings(scan.headings, scan.columns))
@@ -318,4 +318,4 @@ def data_records(scan: FileScan) -> Generator[tuple[int, list[str]], None, None]
             for block in byte_blocks(f, scan.data_offset)
             for line in io.StringIO(block.decode("utf-8", errors="replace"), newline="")
         )
-        yield from rules.Records(lines, scan.delimiter, scan.data_line)
+        yield from dialect.Records(lines, scan.delimiter, scan.data_line)
