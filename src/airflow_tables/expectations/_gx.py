@@ -1,6 +1,6 @@
 """Great Expectations, imported only when a task has a suite, with a clear error when it is not installed.
 
-GX takes about 3 s and 200 MiB to import, so nothing imports it at DAG parse time. It is
+GX is slow and large to import, so nothing imports it at DAG parse time. It is
 an optional extra of this provider; a task given ``expectations=`` on a worker without it
 fails saying which package to install, not with a bare ``ModuleNotFoundError``.
 """

@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from airflow_tables import csv_types
-from airflow_tables.operators._expectations._gx import ExpectationsError
+from airflow_tables.expectations._gx import ExpectationsError
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -35,8 +35,9 @@ if TYPE_CHECKING:
 PARSE_BYTES = 1024 * 1024
 #: How many values (rows x columns read) a chunk handed to GX holds...
 FRAME_VALUES = 200_000
-#: ... but never fewer rows than this: each GX validation costs about 20 ms per expectation
-#: whatever its size, so a suite over many columns gets wider chunks, not thousands of them.
+#: ... but never fewer rows than this: each GX validation has a fixed cost per expectation
+#: whatever its size (measured in benchmarks/expectations.py), so a suite over many columns
+#: gets wider chunks, not thousands of them.
 MIN_CHUNK_ROWS = 10_000
 #: How many values that are not whole numbers are kept per ``long`` column, to show in the log.
 SAMPLES = 5

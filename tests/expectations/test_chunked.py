@@ -17,10 +17,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from airflow_tables.operators._expectations import _validate, check, frames
-from airflow_tables.operators._expectations._gx import dataframe_batches, ephemeral_context, import_gx
-from airflow_tables.operators._expectations.merge import suite_result
-from airflow_tables.operators._expectations.suite import load_suite, plan
+from airflow_tables.expectations import _validate, check, frames
+from airflow_tables.expectations._gx import dataframe_batches, ephemeral_context, import_gx
+from airflow_tables.expectations.merge import suite_result
+from airflow_tables.expectations.suite import load_suite, plan
 from airflow_tables.validation import validate_csv
 
 NUMBERS = st.one_of(st.integers(-20, 20).map(str), st.sampled_from(["", " ", " 7 "]))

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from airflow_tables import csv_types
-from airflow_tables.operators._expectations import ExpectationsError, check
-from airflow_tables.operators._expectations.frames import ColumnReader
+from airflow_tables.expectations import ExpectationsError, check
+from airflow_tables.expectations.frames import ColumnReader
 from airflow_tables.validation import validate_csv
 
 # id: signs and spaces around whole numbers; code: leading zeros next to a code that is not a
@@ -204,7 +204,7 @@ def test_without_great_expectations_the_error_names_the_extra(tmp_path, monkeypa
 def test_importing_gx_keeps_its_registration_noise_out_of_the_logs():
     code = (
         "import logging; logging.basicConfig(level=logging.INFO)\n"
-        "from airflow_tables.operators._expectations._gx import import_gx\n"
+        "from airflow_tables.expectations._gx import import_gx\n"
         "import_gx()\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=300)

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from airflow_tables.operators._expectations._gx import ExpectationsError
+from airflow_tables.expectations._gx import ExpectationsError
 
 if TYPE_CHECKING:
     from great_expectations import ExpectationSuite

@@ -3,7 +3,7 @@
 GX reports a column-map expectation (``SUMMARY`` format) as counts and the first unexpected
 values; over consecutive chunks the counts add up and the first values of the file are the
 first values of the first chunks, so the merged result is what GX reports on the whole file
-(``tests/operators/test_expectations_chunked.py`` holds it to that). The fields are computed
+(``tests/expectations/test_chunked.py`` holds it to that). The fields are computed
 as GX computes them (``_format_map_output`` and ``_mostly_success`` in
 ``great_expectations.expectations.expectation``); success is recomputed from the totals,
 honouring ``mostly``.
