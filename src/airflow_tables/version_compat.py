@@ -13,7 +13,7 @@ catching ``ImportError`` themselves:
   Task SDK's ``InletEventsAccessor`` from 3.2; 3.1 has no such accessor, only the message
   under it, which returns every event, oldest first.
 * ``ResumableJobMixin``: the Task SDK's from 3.3 (its task state store keeps the CardID
-  across retries); below 3.3, :class:`~airflow_tables.operators._resumable.DurableJobMixin`
+  across retries); below 3.3, :class:`~airflow_tables._durable.DurableJobMixin`
   takes the same decisions over an Airflow Variable.
 """
 
@@ -47,7 +47,7 @@ else:
 if AIRFLOW_V_3_3_PLUS:
     from airflow.sdk import ResumableJobMixin
 else:
-    from airflow_tables.operators._resumable import DurableJobMixin as ResumableJobMixin  # type: ignore[assignment]
+    from airflow_tables._durable import DurableJobMixin as ResumableJobMixin  # type: ignore[assignment]
 
 
 def newest_asset_events(name: str, uri: str, limit: int) -> list:

@@ -6,20 +6,39 @@ pandas and Great Expectations are imported inside ``execute``.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import AssetAlias, BaseOperator
+from airflow.sdk import BaseOperator
 
-from airflow_tables.assets import ALIAS_NAME, TableRef, asset_of, table_ref
+from airflow_tables._durable import durable_store, forgotten_when_ended
+from airflow_tables.assets import table_ref
 from airflow_tables.links import DataTablesTableLink, table_url
-from airflow_tables.model import REPLACEMENT_SPACING, TableStatus, TableWatch, check_wait
-from airflow_tables.operators import _waiting
-from airflow_tables.operators._common import DataTablesTaskMixin
-from airflow_tables.operators._resumable import durable_store, forgotten_when_ended
+from airflow_tables.model import TableStatus, check_wait
+from airflow_tables.operators._checks import (
+    check_arguments,
+    check_file,
+    check_options,
+    opened_source,
+    refusals_are_final,
+)
+from airflow_tables.operators._recovery import (
+    NOTES,
+    PENDING_KEY,
+    Job,
+    SentImport,
+    adopt_lost_import,
+    resumed_job,
+    stored_job,
+    unchanged,
+)
+from airflow_tables.utils import waiting
+from airflow_tables.utils.events import TABLES_ALIAS, UploadRecord, last_upload, record_upload
+from airflow_tables.utils.tasks import DataTablesTaskMixin
+from airflow_tables.utils.waiting import table_of
 from airflow_tables.version_compat import (
     AirflowException,
     AirflowFailException,
@@ -32,15 +51,11 @@ if TYPE_CHECKING:
     from airflow.sdk import Context, ObjectStoragePath, XComArg
     from pydantic import JsonValue
 
-    from airflow_tables.model import Look
+    from airflow_tables.model import Look, TableSummary
     from airflow_tables.sources import Source
 
 _DEFERRABLE = conf.getboolean("operators", "default_deferrable", fallback=False)
-TABLES_ALIAS = AssetAlias(name=ALIAS_NAME, group="datatables")
-#: The durable note of an import sent but not yet answered (see ``_adopt_lost_import``).
-_PENDING_KEY = "datatables_import_sent"
-#: Every note the import keeps in ``durable_store`` beside its job (removed once the task has ended).
-_NOTES = (_PENDING_KEY,)
+__all__ = ["TABLES_ALIAS", "DataTablesDeleteOperator", "DataTablesImportOperator", "DataTablesReplaceOperator"]
 
 
 class _DataTablesOperator(DataTablesTaskMixin, BaseOperator):
@@ -128,20 +143,9 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
         datatables_conn_id: str = "datatables_default",
         **kwargs: Any,
     ) -> None:
-        check_wait(poll_interval, timeout)
-        if allowed_sources is not None:  # a bad prefix fails when the DAG is parsed, not when it runs
-            from airflow_tables.sources.allowed import ARGUMENT, parse_prefixes
-
-            if not parse_prefixes(allowed_sources, ARGUMENT):
-                raise ValueError("allowed_sources names no prefix: give at least one, or None for no limit of its own")
-        if skip_if_unchanged and card_id is None:
-            raise ValueError("skip_if_unchanged needs a card_id: a new table has no earlier upload to compare with")
-        if encoding is not None:  # an unknown codec name fails when the DAG is parsed, not when it runs
-            from airflow_tables.sources.transcode import declared
-
-            declared(encoding)
+        check_options(poll_interval, timeout, card_id, skip_if_unchanged, encoding, allowed_sources)
         # The table's asset is known only at run time (a new table's CardID, a templated id, the
-        # connection's service): its event goes through this alias (see _record_asset_event).
+        # connection's service): its event goes through this alias (utils/events.py).
         kwargs["outlets"] = [*(kwargs.get("outlets") or []), TABLES_ALIAS]
         super().__init__(project_id=project_id, datatables_conn_id=datatables_conn_id, **kwargs)
         self.file_path = file_path
@@ -157,24 +161,25 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
         self.skip_if_unchanged = skip_if_unchanged
         self.encoding = encoding
         self.allowed_sources = allowed_sources
-        self._ready_summary: dict | None = None
-        self._job: dict | None = None  # the job this try works on (for the asset event)
+        self._job: Job | None = None  # the job this try works on, once published (the XComs, the asset event)
+        self._table: TableSummary | None = None  # the table as the wait's last look saw it read
 
-    # -- the steps ----------------------------------------------------------------------------
+    # -- the flow (ResumableJobMixin's steps) --------------------------------------------------
 
     def execute(self, context: Context) -> str:
-        with forgotten_when_ended(context, self, _NOTES):  # below 3.3 the notes are Variables
-            # The "Open table" link reads this XCom when the task ends; until the service accepts the
-            # file there is no table, and a link with no XCom at all logs an error.
-            context["ti"].xcom_push(key=DataTablesTableLink().xcom_key, value="")
-            self._check_arguments()
-            self.execute_resumable(context)
+        with forgotten_when_ended(context, self, NOTES):  # below 3.3 the notes are Variables
+            try:
+                check_arguments(self)
+                self.execute_resumable(context)
+            except BaseException:
+                if self._job is None:  # the "Open table" link reads its XCom when the task ends, table or not
+                    context["ti"].xcom_push(key=DataTablesTableLink().xcom_key, value="")
+                raise
             # Every path through execute_resumable published the job it ended with (_publish).
-            job = self._job
-            if job is None:
+            if self._job is None:
                 raise AirflowException(f"{self.task_id}: the import ended without a table; this is a bug")
-            self._record_asset_event(context, job)
-            return job["card_id"]
+            self._record(context, self._job)
+            return self._job.card_id
 
     def submit_job(self, context: Context) -> JsonValue:
         """Check the file, then import it once; return what a retry needs to find the table again.
@@ -183,58 +188,20 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
         If the import's answer is lost (``DataTablesImportUncertainError``), the next try reads
         that note and adopts the table the service did create instead of paying again.
         """
-        with self._source() as source:
-            return self._submit(context, source)
-
-    @contextlib.contextmanager
-    def _source(self) -> Iterator[Source]:
-        """The file to check and send, read from storage once.
-
-        A file that is checked (``validate``, ``expectations``, ``skip_if_unchanged``'s
-        fingerprint) and is not a local UTF-8 file is copied once to a bounded local file
-        (converted to UTF-8 on the way), which is checked and then sent: storage is read
-        once, and what was checked is what is sent. An unchecked one is streamed by the hook
-        straight into the upload. A missing file, or one outside the allowed sources
-        (``allowed_sources``, ``[datatables] allowed_sources``), fails the task (no retry);
-        other storage errors may be retried.
-        """
-        from airflow_tables import csv_rules
-        from airflow_tables.sources import (
-            SourceError,
-            SourceNotAllowedError,
-            SourceNotFoundError,
-            open_source,
-            staged,
-        )
-
-        checked = self.validate or self.expectations is not None or self.skip_if_unchanged
-        with contextlib.ExitStack() as stack:
-            try:
-                source = open_source(self.file_path, encoding=self.encoding, allowed=self.allowed_sources)
-                if checked:
-                    source = stack.enter_context(staged(source, max_bytes=csv_rules.MAX_BYTES))
-            except (SourceNotFoundError, SourceNotAllowedError) as err:
-                raise AirflowFailException(f"{err}; nothing was sent to the Data Tables Service") from None
-            except SourceError as err:
-                raise AirflowException(f"{err}; nothing was sent to the Data Tables Service") from err
-            yield source
-
-    def _submit(self, context: Context, source: Source) -> dict:
-        fingerprint = self._check_file(context, source)
-        project = self.department
-        store = durable_store(context)
-        job = self._adopt_lost_import(store.get(_PENDING_KEY), project)
-        if job is None and fingerprint is not None:
-            job = self._unchanged(project, fingerprint)
-        if job is None:
-            job = self._import_once(project, store, source)
-        job["fingerprint"] = fingerprint
-        self._publish(context, job)
-        return job
+        with opened_source(self) as source:
+            fingerprint = check_file(self, context, source)
+            project = self.department
+            store = durable_store(context)
+            job = adopt_lost_import(self.hook, self.log, SentImport.from_json(store.get(PENDING_KEY)), project)
+            if job is None and fingerprint is not None:
+                job = self._unchanged(project, fingerprint)
+            if job is None:
+                job = self._import_once(project, store, source)
+        return replace(job, fingerprint=fingerprint).to_json()
 
     def get_job_status(self, external_id: JsonValue, context: Context) -> str:
-        job = _as_job(external_id)
-        return self.hook.look(job["project_id"], _watch(job)).status.value
+        job = stored_job(external_id)
+        return self.hook.look(job.project_id, job.watch).status.value
 
     def is_job_active(self, status: str) -> bool:
         # A table read badly counts as "active" so that the retry reports the failure
@@ -246,164 +213,72 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
 
     def poll_until_complete(self, external_id: JsonValue, context: Context) -> None:
         """Wait for the table (the CardID it ends with is the published job's, see ``execute``)."""
-        job = _as_job(external_id)
-        self._publish(context, job)
-        project, card_id = job["project_id"], job["card_id"]
-        if not self.wait_for_completion or job.get("skipped"):
+        job = self._publish(context, stored_job(external_id))
+        if not self.wait_for_completion or job.skipped:
             return
-        look = self.hook.look(project, _watch(job))  # a finished table never defers
+        look = self.hook.look(job.project_id, job.watch)  # a finished table never defers
         if not look.status.is_terminal and self.deferrable:
-            self.log.info("Table %s is being read; deferring the wait to the triggerer", card_id)
-            _waiting.defer(
+            self.log.info("Table %s is being read; deferring the wait to the triggerer", job.card_id)
+            waiting.defer(
                 self,
                 conn_id=self.datatables_conn_id,
-                project_id=project,
+                project_id=job.project_id,
                 watch=look.watch,
                 poll_interval=self.poll_interval,
                 timeout=self.timeout,
             )
         if not look.status.is_terminal:
-            look = self.hook.wait_for_table(project, look.watch, poll_interval=self.poll_interval, timeout=self.timeout)
-        self._log_ready(_waiting.finished(look, project))
+            look = self.hook.wait_for_table(
+                job.project_id, look.watch, poll_interval=self.poll_interval, timeout=self.timeout
+            )
+        self._table = table_of(waiting.finished(look, job.project_id))
+        waiting.log_ready(self.log, job.card_id, self._table)
 
     def get_job_result(self, external_id: JsonValue, context: Context) -> str:
-        job = _as_job(external_id)
-        self._publish(context, job)
-        return job["card_id"]
+        return self._publish(context, stored_job(external_id)).card_id
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> str:
         """Resume after the trigger: the CardID when the table was read well, else fail closed."""
-        with forgotten_when_ended(context, self, _NOTES):
-            summary = _waiting.resolve_event(event)
-            self._log_ready(summary)
-            job = durable_store(context).get(self.external_id_key)  # kept by the try that deferred
-            if not isinstance(job, dict) or job.get("card_id") != event["card_id"]:
-                job = _job(self.department, event["card_id"], None)
-            self._record_asset_event(context, job)
-            return event["card_id"]
-
-    # -- checks before any request ------------------------------------------------------------
-
-    def _check_arguments(self) -> None:
-        """Fail the task, without retry and before any request, on arguments that rendered wrong."""
-        from airflow_tables.hooks._http import card_id_problem
-
-        problem = _file_path_problem(self.file_path)
-        if problem is None and self.replaces:
-            problem = card_id_problem(self.card_id)
-        if problem is None:
-            try:
-                check_wait(self.poll_interval, self.timeout)
-            except ValueError as err:
-                problem = str(err)
-        if problem is not None:
-            raise AirflowFailException(f"{self.task_id}: {problem}; nothing was sent.")
-        self.department  # noqa: B018 - an empty project_id fails here, before any request
-
-    def _check_file(self, context: Context, source: Source) -> str | None:
-        """Validate (and check expectations) before any request; failures are final, not retried.
-
-        With ``skip_if_unchanged``, the fingerprint of the bytes to be sent (the staged copy)
-        is computed alongside the validation scan and returned.
-        """
-        if not self.skip_if_unchanged:
-            self._validate(context, source)
-            return None
-        from airflow_tables.fingerprint import while_validating
-
-        assert source.local_path is not None  # staged by _source
-        return while_validating(lambda: self._validate(context, source), source.local_path)[1]
-
-    def _validate(self, context: Context, source: Source) -> None:
-        """The validation, then the expectations, whose result (``describe_dict()``) goes to XCom ``gx_result``."""
-        if not self.validate and self.expectations is None:
-            return
-        from airflow_tables.validation import validate_source
-
-        report = validate_source(source)
-        self.log.info("%s", report.summary())
-        for warning in report.warnings:
-            self.log.warning("%s: %s", self.file_path, warning)
-        if self.validate and not report.ok:
-            from airflow_tables.exceptions import CsvValidationError
-
-            raise AirflowFailException(str(CsvValidationError(report.path, report.errors)))
-        if self.expectations is not None:
-            from airflow_tables.operators._expectations import ExpectationsError, check
-
-            try:
-                outcome = check(report, self.expectations, path=source.local_path)
-            except ExpectationsError as err:
-                raise AirflowFailException(f"{self.file_path}: {err}") from None
-            context["ti"].xcom_push(key="gx_result", value=outcome.result)
-            self.log.info("%s", outcome.summary)
-            if not outcome.success:
-                raise AirflowFailException(f"{self.file_path}: {outcome.failure_message()}")
+        with forgotten_when_ended(context, self, NOTES):
+            self._table = table_of(waiting.resolve_event(event))
+            card_id = event["card_id"]
+            waiting.log_ready(self.log, card_id, self._table)
+            # The job kept by the try that deferred (for its fingerprint and when it was accepted).
+            job = resumed_job(durable_store(context).get(self.external_id_key), self.department, card_id)
+            self._record(context, job)
+            return card_id
 
     # -- sending the file once ----------------------------------------------------------------
 
-    def _import_once(self, project: str, store: Any, source: Source) -> dict:
-        """:meth:`_import`, failing without retry on a refusal that no later try could change."""
-        from airflow_tables.exceptions import DataTablesError
-
-        try:
-            return self._import(project, store, source)
-        except DataTablesError as err:
-            why = self._final_refusal(err, project)
-            if why is None:
-                raise
-            raise AirflowFailException(
-                f"{why}; not retried (a retry would send the same file and be refused the same way), and no credit "
-                "was spent"
-            ) from None
-
-    def _final_refusal(self, err: Exception, project: str) -> str | None:
-        """What to say of a refusal that depends on the key, the organisation or the file, not on the moment."""
-        from airflow_tables import exceptions as e
-
-        conn = f"connection {self.datatables_conn_id!r}"
-        if isinstance(err, e.DataTablesAuthenticationError):
-            return f"the service does not accept the API key of {conn} ({err.msg}); correct it, then clear the task"
-        if isinstance(err, e.DataTablesPermissionError):
-            return (
-                f"the API key of {conn} may not import into department {project}: importing needs permission to "
-                f"manage data there ({err.msg}); use a key that has it, then clear the task"
-            )
-        if isinstance(err, e.DataTablesCreditsError):
-            return (
-                f"the organisation of the API key of {conn} has no import credit left ({err.msg}); each import "
-                "uses one: add credit, then clear the task"
-            )
-        if isinstance(err, (e.DataTablesRejectedFileError, e.DataTablesBadRequestError)):
-            check = "" if self.validate else " (validate=True finds what the service refuses before any request)"
-            return f"the service refused {self.file_path} ({err.msg}); correct the file{check}, then clear the task"
-        return None
-
-    def _import(self, project: str, store: Any, source: Source) -> dict:
-        """Send the file once; return the job: the CardID and, for a replacement, the previous completion time."""
-        if not self.replaces:
+    def _import_once(self, project: str, store: Any, source: Source) -> Job:
+        """Send the file once, failing without retry on a refusal that no later try could change."""
+        with refusals_are_final(self, project):
+            if self.replaces:
+                return self._replace(project, store, source)
             name = source.name
-            before = self.hook.tables_named_after(project, name)
-            store.set(_PENDING_KEY, {"project_id": project, "file": name, "before": before})
-            return _job(project, self.hook.import_csv(project, source), None)
-        return self._replace(project, store, source)
+            before = tuple(self.hook.tables_named_after(project, name))
+            store.set(PENDING_KEY, SentImport(project, name, before).to_json())
+            return Job(project, self.hook.import_csv(project, source))
 
-    def _replace(self, project: str, store: Any, source: Source) -> dict:
-        """Replace the table's data once it is not being read (the service refuses it meanwhile)."""
+    def _replace(self, project: str, store: Any, source: Source) -> Job:
+        """Replace the table's data once it is not being read (the service refuses it meanwhile).
+
+        ``send_when_idle`` keeps the replacement rule of :mod:`airflow_tables.model` (a second after
+        the look that saw the last read end).
+        """
         from airflow_tables.exceptions import DataTablesBusyError, DataTablesConflictError
 
         card_id = self.card_id
-        assert card_id is not None  # _check_arguments made sure
+        assert card_id is not None  # check_arguments made sure
 
-        def send(look: Look) -> dict:
+        def send(look: Look) -> Job:
             if look.status is TableStatus.GONE:
                 raise AirflowFailException(f"cannot replace {card_id}: it is not in department {project}")
-            _refuse_if_connected(look)
-            replaced_after = (look.summary or {}).get("UploadCompletionTime")
-            # The replacement rule of airflow_tables.model: a second after the look that saw the last read end.
-            time.sleep(max(0.0, look.seen_at + REPLACEMENT_SPACING - time.monotonic()))
-            store.set(_PENDING_KEY, {"project_id": project, "card_id": card_id, "replaced_after": replaced_after})
-            return _job(project, self.hook.import_csv(project, source, card_id=card_id), replaced_after)
+            table = table_of(look.summary)
+            _refuse_if_connected(card_id, table)
+            replaced_after = table.completion_time if table else None
+            store.set(PENDING_KEY, SentImport(project, card_id=card_id, replaced_after=replaced_after).to_json())
+            return Job(project, self.hook.import_csv(project, source, card_id=card_id), replaced_after)
 
         try:
             return self.hook.send_when_idle(
@@ -419,140 +294,49 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
         except DataTablesConflictError as err:
             raise AirflowFailException(f"the service refused to replace {card_id}: {err.msg}") from None
 
-    def _unchanged(self, project: str, fingerprint: str) -> dict | None:
-        """A skipped job when the file is what was last uploaded to the table and nobody refreshed it since."""
-        from airflow_tables.metrics import incr
-
-        card_id = self.card_id
-        assert card_id is not None  # skip_if_unchanged needs a card_id
-        record = last_upload(table_ref(project, card_id, service=self.hook.settings.base_url))
-        if record is None or record.get("fingerprint") != fingerprint:
-            why = "no earlier upload recorded" if record is None else "the file differs from the last upload"
-            self.log.info("Replacing %s: %s", card_id, why)
-            return None
-        look = self.hook.look(project, card_id)
-        completed = (look.summary or {}).get("UploadCompletionTime")
-        if look.status is not TableStatus.READY:
-            self.log.info("Replacing %s although the file is unchanged: %s", card_id, look.message)
-            return None
-        # Completion times have whole seconds: a refresh ending in the same second as our upload's read
-        # would keep the time, so the row count (recorded with it) is compared too.
-        rows = (look.summary or {}).get("Rows")
-        if completed != record.get("completion_time") or rows != record.get("rows"):
-            self.log.info(
-                "Replacing %s although the file is unchanged: the table was refreshed since (read at %s with %s "
-                "rows; our last upload's read ended at %s with %s rows)",
-                card_id,
-                completed,
-                rows,
-                record.get("completion_time"),
-                record.get("rows"),
-            )
-            return None
-        self.log.info(
-            "Skipped: %s holds this file's data already (same bytes as the upload by %s/%s/%s, read at %s, and "
-            "not refreshed since); nothing was sent, no credit spent",
-            card_id,
-            record.get("dag_id"),
-            record.get("task_id"),
-            record.get("run_id"),
-            completed,
-        )
-        incr("imports_skipped", project_id=project)
-        return {**_job(project, card_id, None), "skipped": True}
-
-    def _adopt_lost_import(self, pending: dict | None, project: str) -> dict | None:
-        """The job of an earlier try whose import answer was lost but which the service received."""
-        if not pending or pending.get("project_id") != project:
-            return None
-        if pending.get("card_id"):  # a replacement: did the table start or finish a new read?
-            after = pending.get("replaced_after")
-            look = self.hook.look(project, pending["card_id"])
-            changed = look.status is TableStatus.BEING_READ or (look.summary or {}).get("UploadCompletionTime") != after
-            if look.status is TableStatus.GONE or not changed:
-                return None
-            self.log.info(
-                "An earlier try's replacement of %s reached the service; not sending it again", pending["card_id"]
-            )
-            return _job(project, pending["card_id"], after)
-        new = self.hook.find_lost_import(project, pending["file"], pending["before"])
-        if len(new) > 1:
-            raise AirflowFailException(
-                f"an earlier try's import of {pending['file']} lost its answer, and {len(new)} new tables named after "
-                f"it are in department {project} ({', '.join(new)}); delete the extra ones and clear the task."
-            )
-        if not new:
-            return None
-        self.log.info(
-            "An earlier try's import of %s reached the service as %s; not importing again", pending["file"], new[0]
-        )
-        return _job(project, new[0], None)
+    def _unchanged(self, project: str, fingerprint: str) -> Job | None:
+        """``skip_if_unchanged``: a skipped job when the table holds this file's data already."""
+        assert self.card_id is not None  # skip_if_unchanged needs a card_id
+        record = last_upload(table_ref(project, self.card_id, service=self.hook.settings.base_url))
+        return unchanged(self.hook, self.log, record, project, self.card_id, fingerprint)
 
     # -- what the task leaves behind ----------------------------------------------------------
 
-    def _publish(self, context: Context, job: dict) -> None:
-        """Push the CardID and the table's URL (the "Open table" button) before any wait."""
+    def _publish(self, context: Context, job: Job) -> Job:
+        """Push the CardID and the table's URL (the "Open table" button) once per try, before any wait."""
+        if self._job is None or self._job.card_id != job.card_id:
+            ti = context["ti"]
+            ti.xcom_push(key="card_id", value=job.card_id)
+            # Pushed even when empty: a link with no XCom at all logs an error when the task ends.
+            url = table_url(self.hook.settings.app_url, job.project_id, job.card_id)
+            ti.xcom_push(key=DataTablesTableLink().xcom_key, value=url or "")
         self._job = job
-        ti = context["ti"]
-        ti.xcom_push(key="card_id", value=job["card_id"])
-        # Pushed even when empty: a link with no XCom at all logs an error when the task ends.
-        url = table_url(self.hook.settings.app_url, job["project_id"], job["card_id"])
-        ti.xcom_push(key=DataTablesTableLink().xcom_key, value=url or "")
+        return job
 
-    def _record_asset_event(self, context: Context, job: dict) -> None:
-        """Record an event on the table's asset (through the alias), with flat extras to filter on.
+    def _record(self, context: Context, job: Job) -> None:
+        """Record the upload on the table's asset (utils/events.py) and how long its read took.
 
         Nothing is recorded for a skipped replacement: DAGs scheduled on the asset must not
-        run for data that did not change. The extras are also the table's upload record that
-        ``skip_if_unchanged`` reads (see :func:`last_upload`).
+        run for data that did not change.
         """
-        if job.get("skipped"):
+        if job.skipped:
             return
-        card_id = job["card_id"]
-        ref = table_ref(self.department, card_id, service=self.hook.settings.base_url)
-        summary = self._ready_summary or {}
-        extra = {
-            "service": ref.service,
-            "project_id": ref.project_id,
-            "card_id": card_id,
-            "card_name": summary.get("CardName"),
-            "rows": summary.get("Rows"),
-            "completion_time": summary.get("UploadCompletionTime"),
-            "replaced": self.replaces,
-            "credits": 1,
-            "fingerprint": job.get("fingerprint"),
-        }
-        context["outlet_events"][TABLES_ALIAS].add(asset_of(ref), extra=extra)
-        if self.wait_for_completion and isinstance(job.get("accepted_at"), (int, float)):
+        ref = table_ref(self.department, job.card_id, service=self.hook.settings.base_url)
+        record_upload(
+            context, ref, UploadRecord.of(ref, self._table, replaced=self.replaces, fingerprint=job.fingerprint)
+        )
+        if self.wait_for_completion and job.accepted_at is not None:
             from airflow_tables.metrics import timing
 
-            timing("wait_seconds", max(0.0, time.time() - job["accepted_at"]), project_id=ref.project_id)
-
-    def _log_ready(self, summary: dict) -> None:
-        self._ready_summary = summary
-        self.log.info(
-            "Table %s (%s) is ready: %s rows, read at %s",
-            summary.get("CardID"),
-            summary.get("CardName"),
-            summary.get("Rows"),
-            summary.get("UploadCompletionTime"),
-        )
+            timing("wait_seconds", max(0.0, time.time() - job.accepted_at), project_id=ref.project_id)
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
-        """The uploaded file as input and the table as output (called by the OpenLineage provider only).
-
-        Named as :mod:`airflow_tables.assets` names tables: ``<ProjectID>/<CardID>`` in the
-        namespace ``datatables://<service>``.
-        """
-        from airflow.providers.openlineage.extractors import OperatorLineage
-        from openlineage.client.event_v2 import Dataset
+        """The uploaded file as input and the table as output (called by the OpenLineage provider only)."""
+        from airflow_tables.utils.openlineage import import_lineage
 
         card_id = task_instance.xcom_pull(task_ids=task_instance.task_id, key="card_id")
-        outputs = []
-        if card_id:
-            ref = table_ref(self.department, card_id, service=self.hook.settings.base_url)
-            outputs.append(Dataset(namespace=ref.namespace, name=ref.name))
-        return OperatorLineage(inputs=[_lineage_input(self.file_path)], outputs=outputs)
+        ref = table_ref(self.department, card_id, service=self.hook.settings.base_url) if card_id else None
+        return import_lineage(self.file_path, ref)
 
 
 class DataTablesReplaceOperator(DataTablesImportOperator):
@@ -633,16 +417,18 @@ class DataTablesDeleteOperator(_DataTablesOperator):
         if problem is not None:
             raise AirflowFailException(f"{self.task_id}: {problem}; nothing was sent.")
         project = self.department
-        seen: dict = {}
+        seen: list[TableSummary] = []  # the last look that found the table
 
         def delete(look: Look) -> None:
-            seen.update(look.summary or {})
             if look.status is TableStatus.GONE:
                 return self._missing(project)
-            if seen.get("LockedFromDelete") is True:  # read, and still locked: a live connection
-                return self._locked(seen)
+            table = table_of(look.summary)
+            if table is not None:
+                seen[:] = [table]
+            if table is not None and table.locked_from_delete is True:  # read, and still locked: a live connection
+                return self._locked(table)
             self.hook.delete_card(project, self.card_id)
-            self.log.info("Deleted table %s (%s) from department %s", self.card_id, seen.get("CardName"), project)
+            self.log.info("Deleted table %s (%s) from department %s", self.card_id, table and table.name, project)
             return None
 
         try:
@@ -654,9 +440,10 @@ class DataTablesDeleteOperator(_DataTablesOperator):
                 poll_interval=self.poll_interval,
                 timeout=self.timeout,
                 wait=self.if_processing == "wait",
+                spacing=0.0,  # a delete starts no read: no replacement rule to keep
             )
         except DataTablesLockedError as err:
-            self._locked(seen, err.msg)
+            self._locked(seen[0] if seen else None, err.msg)
         except DataTablesNotFoundError:
             self._missing(project)
         except DataTablesPermissionError as err:
@@ -687,10 +474,10 @@ class DataTablesDeleteOperator(_DataTablesOperator):
             "the project_id (or pass missing_ok=True to allow a missing table)"
         )
 
-    def _locked(self, summary: dict, reason: str = "") -> None:
-        source = summary.get("ConnectorSource") or "a connected system"
+    def _locked(self, table: TableSummary | None, reason: str = "") -> None:
+        source = (table and table.connector_source) or "a connected system"
         message = (
-            f"table {self.card_id} ({summary.get('CardName')}) is locked from delete: it is fed by an active "
+            f"table {self.card_id} ({table and table.name}) is locked from delete: it is fed by an active "
             f"connection to {source}{f' ({reason})' if reason else ''}"
         )
         if self.if_locked == "skip":
@@ -698,109 +485,16 @@ class DataTablesDeleteOperator(_DataTablesOperator):
         raise AirflowFailException(f"{message}. Pause the connection first, or pass if_locked='skip'.")
 
 
-def _file_path_problem(file_path: Any) -> str | None:
-    """What is wrong with a ``file_path`` as it rendered, shown with ``repr`` so that a stray newline shows."""
-    from airflow_tables.sources.storage import is_storage_path
-
-    if file_path is None:
-        return "file_path is None (a template or an upstream task gave no path); name the CSV to import"
-    if is_storage_path(file_path):
-        return None
-    if not isinstance(file_path, (str, os.PathLike)):
-        shown = repr(file_path)
-        shown = shown if len(shown) <= 200 else shown[:199] + "…"
-        return (
-            f"file_path is a {type(file_path).__name__} ({shown}), not one path; to import each file of a list, "
-            "map the operator: DataTablesImportOperator.partial(...).expand(file_path=...)"
-        )
-    text = os.fspath(file_path)
-    if not isinstance(text, str) or not text.strip():
-        return f"file_path is {text!r}; name the CSV to import"
-    if text != text.strip():
-        return (
-            f"file_path {text!r} has surrounding whitespace (a line break from a template, a file or an XCom?); "
-            "no file is named so: strip it where the path is made"
-        )
-    return None
-
-
-def _refuse_if_connected(look: Look) -> None:
+def _refuse_if_connected(card_id: str, table: TableSummary | None) -> None:
     """Fail, before anything is sent, a replace of a table the look shows fed by a live connection.
 
     Such a table's data comes from the connected system; the service refuses an upload in its
     place (409), and would refuse it on every retry. A paused connection is left to the service.
     """
-    summary = look.summary or {}
-    if summary.get("LockedFromDelete") is True or summary.get("ConnectorStatus") == "active":
-        source = summary.get("ConnectorSource") or "a connected system"
+    if table is not None and table.fed_by_live_connection:
+        source = table.connector_source or "a connected system"
         raise AirflowFailException(
-            f"cannot replace {look.watch.card_id} ({summary.get('CardName')}): it is fed by an active connection to "
+            f"cannot replace {card_id} ({table.name}): it is fed by an active connection to "
             f"{source} (LockedFromDelete is true), and the service takes no upload in its place; nothing was sent. "
             "Pause the connection first, or import the file as a table of its own."
         )
-
-
-def _job(project_id: str, card_id: str, replaced_after: str | None) -> dict:
-    """What a retry needs to find the table again (JSON, kept in the task's durable store)."""
-    return {"project_id": project_id, "card_id": card_id, "replaced_after": replaced_after, "accepted_at": time.time()}
-
-
-def _lineage_input(file_path: Any) -> Any:
-    """The OpenLineage dataset of a local path (``file``) or an object (``s3://bucket`` and its key)."""
-    from urllib.parse import urlsplit
-
-    from openlineage.client.event_v2 import Dataset
-
-    from airflow_tables.sources.storage import is_storage_path, is_uri, label_of
-
-    if is_uri(file_path) or is_storage_path(file_path):
-        parts = urlsplit(label_of(file_path))
-        bucket = parts.netloc.rpartition("@")[2]  # no connection id in a dataset's name
-        return Dataset(namespace=f"{parts.scheme}://{bucket}" if bucket else parts.scheme, name=parts.path)
-    return Dataset(namespace="file", name=os.path.abspath(file_path))
-
-
-def last_upload(ref: TableRef) -> dict | None:
-    """The last upload this provider recorded for a table: its newest asset event with a fingerprint.
-
-    Events on the asset that are not ours (an ``AssetWatcher``'s, a manual one) carry no
-    fingerprint and are passed over. ``None`` when there is none (or the events cannot be
-    read here, as in a plain ``execute()`` outside a task runner).
-    """
-    from airflow_tables.version_compat import newest_asset_events
-
-    try:
-        asset = asset_of(ref)  # name and URI both: by URI alone, Airflow finds only assets a DAG refers to
-        for event in newest_asset_events(asset.name, asset.uri, _RECORDS_LOOKED_AT):
-            extra = event.extra or {}
-            if extra.get("fingerprint"):
-                return {
-                    **extra,
-                    "dag_id": event.source_dag_id,
-                    "task_id": event.source_task_id,
-                    "run_id": event.source_run_id,
-                }
-    except Exception as err:  # no supervisor to ask: behave as if nothing was recorded (import)
-        import logging
-
-        logging.getLogger(__name__).warning("could not read the upload record of %s: %s", ref.uri, err)
-    return None
-
-
-#: How many of a table's newest asset events are searched for the last upload record.
-_RECORDS_LOOKED_AT = 50
-
-
-def _as_job(external_id: JsonValue) -> dict:
-    """The job a try stored, checked: a task state store holding anything else fails closed."""
-    if (
-        not isinstance(external_id, dict)
-        or not isinstance(external_id.get("project_id"), str)
-        or not isinstance(external_id.get("card_id"), str)
-    ):
-        raise AirflowFailException(f"the stored import job {external_id!r} is not one this operator wrote")
-    return external_id
-
-
-def _watch(job: dict) -> TableWatch:
-    return TableWatch(job["card_id"], job.get("replaced_after"))

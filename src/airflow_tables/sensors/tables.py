@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
 
 from airflow_tables.model import TableStatus, TableWatch, check_wait
-from airflow_tables.operators import _waiting
-from airflow_tables.operators._common import DataTablesTaskMixin
+from airflow_tables.utils import waiting
+from airflow_tables.utils.tasks import DataTablesTaskMixin
 from airflow_tables.version_compat import AirflowFailException, AirflowSkipException, conf
 
 if TYPE_CHECKING:
@@ -62,7 +62,7 @@ class DataTablesProcessedSensor(DataTablesTaskMixin, BaseSensorOperator):
             self.log.info("Table %s is being read", self.card_id)
             return PokeReturnValue(is_done=False)
         with self._skipped_when_soft():
-            return PokeReturnValue(is_done=True, xcom_value=_waiting.finished(look, department))
+            return PokeReturnValue(is_done=True, xcom_value=waiting.finished(look, department))
 
     def execute(self, context: Context) -> Any:
         if not self.deferrable:
@@ -70,7 +70,7 @@ class DataTablesProcessedSensor(DataTablesTaskMixin, BaseSensorOperator):
         result = self.poke(context)  # a table already read never defers
         if result.is_done:
             return result.xcom_value
-        _waiting.defer(
+        waiting.defer(
             self,
             conn_id=self.datatables_conn_id,
             project_id=self.department,
@@ -97,6 +97,7 @@ class DataTablesProcessedSensor(DataTablesTaskMixin, BaseSensorOperator):
     def execute_complete(self, context: Context, event: dict[str, Any]) -> dict:
         """Resume after the trigger: the summary, or fail closed."""
         with self._skipped_when_soft():
-            summary = _waiting.resolve_event(event, card_id=self.card_id)
-        self.log.info("Table %s is ready: %s rows", self.card_id, summary.get("Rows"))
+            summary = waiting.resolve_event(event, card_id=self.card_id)
+        table = waiting.table_of(summary)
+        self.log.info("Table %s is ready: %s rows", self.card_id, table.rows if table else None)
         return summary

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from airflow.sdk import DAG
 
-from airflow_tables.operators._resumable import DurableJobMixin
+from airflow_tables._durable import DurableJobMixin
 from airflow_tables.operators.tables import (
     DataTablesDeleteOperator,
     DataTablesImportOperator,
@@ -172,11 +172,11 @@ def _record_notes(context) -> None:
     """
     import json
 
-    from airflow_tables.operators._resumable import _VariableStore
-    from airflow_tables.operators.tables import _PENDING_KEY
+    from airflow_tables._durable import _VariableStore
+    from airflow_tables.operators._recovery import PENDING_KEY
 
     ti = context["ti"]
-    keys = (context["task"].external_id_key, _PENDING_KEY)
+    keys = (context["task"].external_id_key, PENDING_KEY)
     variables = _VariableStore(context)
     state = None
     if context.get("task_state_store") is not None:

@@ -1,6 +1,6 @@
 """Deferred waits are bounded even when no triggerer runs: ``defer(timeout=)`` carries the wait's end.
 
-The same helper (``operators._waiting.defer``) serves the sensor and the import operator;
+The same helper (``utils.waiting.defer``) serves the sensor and the import operator;
 each is driven here to its deferral against the emulator, with a table being read.
 """
 

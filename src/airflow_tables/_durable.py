@@ -9,7 +9,8 @@ Variable keyed by the task instance (Airflow clears a task's XComs when it retri
 XCom cannot hold it). :func:`durable_store` gives the operators that same store for
 their own notes (an import whose answer was lost), and :func:`forgotten_when_ended` deletes
 those Variables once no later try can read them. Which mixin the operators get is decided
-in :mod:`airflow_tables.version_compat`.
+in :mod:`airflow_tables.version_compat`, which imports this module: it sits beside it, below
+the operators, the sensor and ``utils`` that use it.
 """
 
 from __future__ import annotations

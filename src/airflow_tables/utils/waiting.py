@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
-from airflow_tables.model import TableStatus
+from airflow_tables.model import TableStatus, TableSummary
 from airflow_tables.triggers.tables import ERROR, TIMEOUT, DataTablesProcessedTrigger
 from airflow_tables.version_compat import AirflowException, AirflowFailException
 
@@ -112,3 +113,24 @@ def resolve_event(event: Any, card_id: str | None = None) -> dict[str, Any]:
         summary = event.get("summary")
         return summary if isinstance(summary, dict) else {}
     raise AirflowFailException(message or TableStatus(status).describe(event["card_id"], event.get("project_id")))
+
+
+def table_of(summary: Mapping[str, Any] | None) -> TableSummary | None:
+    """A summary (a look's, an event's) typed; ``None`` when there is none or it names no table."""
+    if not summary:
+        return None
+    try:
+        return TableSummary.from_json(summary)
+    except ValueError:
+        return None
+
+
+def log_ready(log: Any, card_id: str, table: TableSummary | None) -> None:
+    """Log that an import's table is ready, with what its last look showed."""
+    log.info(
+        "Table %s (%s) is ready: %s rows, read at %s",
+        table.card_id if table else card_id,
+        table.name if table else None,
+        table.rows if table else None,
+        table.completion_time if table else None,
+    )

@@ -1,0 +1,199 @@
+"""The import operators' checks (when the DAG is parsed, and before any request), and final refusals.
+
+Everything here fails the task without retry (``AirflowFailException``) and costs nothing: a
+``file_path`` that rendered wrong, a file that cannot be read or may not be read, a file the
+service would refuse or misread (``validate``), data that breaks the suite (``expectations``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import TYPE_CHECKING, Any
+
+from airflow_tables.model import check_wait
+from airflow_tables.version_compat import AirflowException, AirflowFailException
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
+
+    from airflow.sdk import Context
+
+    from airflow_tables.operators.tables import DataTablesImportOperator
+    from airflow_tables.sources import Source
+
+
+def check_options(
+    poll_interval: object,
+    timeout: object,
+    card_id: str | None,
+    skip_if_unchanged: bool,
+    encoding: str | None,
+    allowed_sources: str | Sequence[str] | None,
+) -> None:
+    """Refuse, when the DAG is parsed (``ValueError``), options that no run could use."""
+    check_wait(poll_interval, timeout)
+    if allowed_sources is not None:
+        from airflow_tables.sources.allowed import ARGUMENT, parse_prefixes
+
+        if not parse_prefixes(allowed_sources, ARGUMENT):
+            raise ValueError("allowed_sources names no prefix: give at least one, or None for no limit of its own")
+    if skip_if_unchanged and card_id is None:
+        raise ValueError("skip_if_unchanged needs a card_id: a new table has no earlier upload to compare with")
+    if encoding is not None:  # an unknown codec name
+        from airflow_tables.sources.transcode import declared
+
+        declared(encoding)
+
+
+def check_arguments(task: DataTablesImportOperator) -> None:
+    """Fail the task, without retry and before any request, on arguments that rendered wrong."""
+    from airflow_tables.hooks._http import card_id_problem
+
+    problem = file_path_problem(task.file_path)
+    if problem is None and task.replaces:
+        problem = card_id_problem(task.card_id)
+    if problem is None:
+        try:
+            check_wait(task.poll_interval, task.timeout)
+        except ValueError as err:
+            problem = str(err)
+    if problem is not None:
+        raise AirflowFailException(f"{task.task_id}: {problem}; nothing was sent.")
+    task.department  # noqa: B018 - an empty project_id fails here, before any request
+
+
+def file_path_problem(file_path: Any) -> str | None:
+    """What is wrong with a ``file_path`` as it rendered, shown with ``repr`` so that a stray newline shows."""
+    from airflow_tables.sources.storage import is_storage_path
+
+    if file_path is None:
+        return "file_path is None (a template or an upstream task gave no path); name the CSV to import"
+    if is_storage_path(file_path):
+        return None
+    if not isinstance(file_path, (str, os.PathLike)):
+        shown = repr(file_path)
+        shown = shown if len(shown) <= 200 else shown[:199] + "…"
+        return (
+            f"file_path is a {type(file_path).__name__} ({shown}), not one path; to import each file of a list, "
+            "map the operator: DataTablesImportOperator.partial(...).expand(file_path=...)"
+        )
+    text = os.fspath(file_path)
+    if not isinstance(text, str) or not text.strip():
+        return f"file_path is {text!r}; name the CSV to import"
+    if text != text.strip():
+        return (
+            f"file_path {text!r} has surrounding whitespace (a line break from a template, a file or an XCom?); "
+            "no file is named so: strip it where the path is made"
+        )
+    return None
+
+
+@contextlib.contextmanager
+def opened_source(task: DataTablesImportOperator) -> Iterator[Source]:
+    """The file to check and send, read from storage once.
+
+    A file that is checked (``validate``, ``expectations``, ``skip_if_unchanged``'s
+    fingerprint) and is not a local UTF-8 file is copied once to a bounded local file
+    (converted to UTF-8 on the way), which is checked and then sent: storage is read
+    once, and what was checked is what is sent. An unchecked one is streamed by the hook
+    straight into the upload. A missing file, or one outside the allowed sources
+    (``allowed_sources``, ``[datatables] allowed_sources``), fails the task (no retry);
+    other storage errors may be retried.
+    """
+    from airflow_tables.sources import SourceError, SourceNotAllowedError, SourceNotFoundError, open_source, staged
+    from airflow_tables.validation.rules import MAX_BYTES
+
+    checked = task.validate or task.expectations is not None or task.skip_if_unchanged
+    with contextlib.ExitStack() as stack:
+        try:
+            source = open_source(task.file_path, encoding=task.encoding, allowed=task.allowed_sources)
+            if checked:
+                source = stack.enter_context(staged(source, max_bytes=MAX_BYTES))
+        except (SourceNotFoundError, SourceNotAllowedError) as err:
+            raise AirflowFailException(f"{err}; nothing was sent to the Data Tables Service") from None
+        except SourceError as err:
+            raise AirflowException(f"{err}; nothing was sent to the Data Tables Service") from err
+        yield source
+
+
+def check_file(task: DataTablesImportOperator, context: Context, source: Source) -> str | None:
+    """Validate (and check expectations) before any request; failures are final, not retried.
+
+    With ``skip_if_unchanged``, the fingerprint of the bytes to be sent (the staged copy)
+    is computed alongside the validation scan and returned.
+    """
+    if not task.skip_if_unchanged:
+        _validate(task, context, source)
+        return None
+    from airflow_tables.sources.fingerprint import while_validating
+
+    assert source.local_path is not None  # staged by opened_source
+    return while_validating(lambda: _validate(task, context, source), source.local_path)[1]
+
+
+def _validate(task: DataTablesImportOperator, context: Context, source: Source) -> None:
+    """The validation, then the expectations, whose result (``describe_dict()``) goes to XCom ``gx_result``."""
+    if not task.validate and task.expectations is None:
+        return
+    from airflow_tables.validation import validate_source
+
+    report = validate_source(source)
+    task.log.info("%s", report.summary())
+    for warning in report.warnings:
+        task.log.warning("%s: %s", task.file_path, warning)
+    if task.validate and not report.ok:
+        from airflow_tables.exceptions import CsvValidationError
+
+        raise AirflowFailException(str(CsvValidationError(report.path, report.errors)))
+    if task.expectations is not None:
+        from airflow_tables.expectations import ExpectationsError, check
+
+        try:
+            outcome = check(report, task.expectations, path=source.local_path)
+        except ExpectationsError as err:
+            raise AirflowFailException(f"{task.file_path}: {err}") from None
+        context["ti"].xcom_push(key="gx_result", value=outcome.result)
+        task.log.info("%s", outcome.summary)
+        if not outcome.success:
+            raise AirflowFailException(f"{task.file_path}: {outcome.failure_message()}")
+
+
+@contextlib.contextmanager
+def refusals_are_final(task: DataTablesImportOperator, project: str) -> Iterator[None]:
+    """Fail the task without retry on a refusal of the import that no later try could change."""
+    from airflow_tables.exceptions import DataTablesError
+
+    try:
+        yield
+    except DataTablesError as err:
+        why = final_refusal(task, err, project)
+        if why is None:
+            raise
+        raise AirflowFailException(
+            f"{why}; not retried (a retry would send the same file and be refused the same way), and no credit "
+            "was spent"
+        ) from None
+
+
+def final_refusal(task: DataTablesImportOperator, err: Exception, project: str) -> str | None:
+    """What to say of a refusal that depends on the key, the organisation or the file, not on the moment."""
+    from airflow_tables import exceptions as e
+
+    conn = f"connection {task.datatables_conn_id!r}"
+    if isinstance(err, e.DataTablesAuthenticationError):
+        return f"the service does not accept the API key of {conn} ({err.msg}); correct it, then clear the task"
+    if isinstance(err, e.DataTablesPermissionError):
+        return (
+            f"the API key of {conn} may not import into department {project}: importing needs permission to "
+            f"manage data there ({err.msg}); use a key that has it, then clear the task"
+        )
+    if isinstance(err, e.DataTablesCreditsError):
+        return (
+            f"the organisation of the API key of {conn} has no import credit left ({err.msg}); each import "
+            "uses one: add credit, then clear the task"
+        )
+    if isinstance(err, (e.DataTablesRejectedFileError, e.DataTablesBadRequestError)):
+        check = "" if task.validate else " (validate=True finds what the service refuses before any request)"
+        return f"the service refused {task.file_path} ({err.msg}); correct the file{check}, then clear the task"
+    return None

@@ -1,0 +1,217 @@
+"""What an import keeps for its next try, and the two ways a try avoids paying again.
+
+* :class:`Job`: the table a try works on, as a typed value. It is the ``external_id`` of
+  ``ResumableJobMixin`` (kept in the task's durable store between tries, so it must be JSON);
+  anything else found there fails the task instead of being guessed at.
+* :class:`SentImport`: the note written just before the file is sent. When the import's answer
+  is lost (``DataTablesImportUncertainError``), the next try reads it and :func:`adopt_lost_import`
+  finds the table the service did create (or the replacement it did start) instead of paying again.
+* :func:`unchanged`: ``skip_if_unchanged``'s decision, from the table's last upload record
+  (:mod:`airflow_tables.utils.events`) and one look at the table.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from airflow_tables.model import TableStatus, TableWatch
+from airflow_tables.utils.waiting import table_of
+from airflow_tables.version_compat import AirflowFailException
+
+if TYPE_CHECKING:
+    from pydantic import JsonValue
+
+    from airflow_tables.hooks.tables import DataTablesHook
+    from airflow_tables.utils.events import UploadRecord
+
+#: The durable note of an import sent but not yet answered (see :func:`adopt_lost_import`).
+PENDING_KEY = "datatables_import_sent"
+#: Every note the import keeps in ``durable_store`` beside its job (removed once the task has ended).
+NOTES = (PENDING_KEY,)
+
+
+def _is(value: object, *kinds: type) -> bool:
+    """``isinstance``, except that a JSON boolean is no number."""
+    return bool in kinds if isinstance(value, bool) else isinstance(value, kinds)
+
+
+#: The JSON types of each field of a stored :class:`Job`.
+_JOB_TYPES: dict[str, tuple[type, ...]] = {
+    "project_id": (str,),
+    "card_id": (str,),
+    "replaced_after": (str, type(None)),
+    "accepted_at": (int, float, type(None)),
+    "fingerprint": (str, type(None)),
+    "skipped": (bool,),
+}
+
+
+@dataclass(frozen=True)
+class Job:
+    """The table a try works on: what a retry needs to find it again.
+
+    :param replaced_after: for a replacement, the previous read's ``UploadCompletionTime`` (the
+        watch's replacement rule, :mod:`airflow_tables.model`).
+    :param accepted_at: when the service accepted the file (``time.time()``), for the wait metric.
+    :param fingerprint: the bytes sent (``skip_if_unchanged`` only), recorded on the asset event.
+    :param skipped: nothing was sent: the file is what the table holds already.
+    """
+
+    project_id: str
+    card_id: str
+    replaced_after: str | None = None
+    accepted_at: float | None = field(default_factory=time.time)
+    fingerprint: str | None = None
+    skipped: bool = False
+
+    @property
+    def watch(self) -> TableWatch:
+        return TableWatch(self.card_id, self.replaced_after)
+
+    def to_json(self) -> dict[str, JsonValue]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, value: object) -> Job:
+        """The job a try stored; ``ValueError`` for anything this operator did not write."""
+        fields = value if isinstance(value, dict) else None
+        if (
+            fields is None
+            or not {"project_id", "card_id"} <= fields.keys() <= _JOB_TYPES.keys()
+            or not all(_is(v, *_JOB_TYPES[k]) for k, v in fields.items())
+        ):
+            raise ValueError(f"the stored import job {value!r} is not one this operator wrote")
+        return cls(**fields)
+
+
+def stored_job(external_id: object) -> Job:
+    """The job kept in the task's durable store; a store holding anything else fails the task (closed)."""
+    try:
+        return Job.from_json(external_id)
+    except ValueError as err:
+        raise AirflowFailException(str(err)) from None
+
+
+def resumed_job(stored: object, project: str, card_id: str) -> Job:
+    """The job of the try that deferred when the store holds it for this table, else a new record of it."""
+    try:
+        job = Job.from_json(stored)
+    except ValueError:
+        return Job(project, card_id)
+    return job if job.card_id == card_id else Job(project, card_id)
+
+
+@dataclass(frozen=True)
+class SentImport:
+    """The note of an import sent but not answered yet: a new table (``file``, ``before``) or a replacement.
+
+    :param file: a new table's file name (the service names the table after it).
+    :param before: the CardIDs of the department's tables named after it before sending.
+    :param card_id: the replaced table.
+    :param replaced_after: its previous read's ``UploadCompletionTime``.
+    """
+
+    project_id: str
+    file: str | None = None
+    before: tuple[str, ...] = ()
+    card_id: str | None = None
+    replaced_after: str | None = None
+
+    def to_json(self) -> dict[str, JsonValue]:
+        if self.card_id is not None:
+            return {"project_id": self.project_id, "card_id": self.card_id, "replaced_after": self.replaced_after}
+        return {"project_id": self.project_id, "file": self.file, "before": list(self.before)}
+
+    @classmethod
+    def from_json(cls, value: object) -> SentImport | None:
+        """The note, ``None`` when there is none; a note this operator did not write fails the task (closed)."""
+        if value is None:
+            return None
+        if isinstance(value, dict) and isinstance(value.get("project_id"), str):
+            card_id, after = value.get("card_id"), value.get("replaced_after")
+            if isinstance(card_id, str) and card_id and _is(after, str, type(None)) and "file" not in value:
+                return cls(value["project_id"], card_id=card_id, replaced_after=after)
+            before = value.get("before")
+            if (
+                isinstance(value.get("file"), str)
+                and isinstance(before, list)
+                and all(isinstance(b, str) for b in before)
+                and "card_id" not in value
+            ):
+                return cls(value["project_id"], file=value["file"], before=tuple(before))
+        raise AirflowFailException(f"the stored note of a sent import {value!r} is not one this operator wrote")
+
+
+def adopt_lost_import(hook: DataTablesHook, log: Any, pending: SentImport | None, project: str) -> Job | None:
+    """The job of an earlier try whose import answer was lost but which the service received."""
+    if pending is None or pending.project_id != project:
+        return None
+    if pending.card_id is not None:  # a replacement: did the table start or finish a new read?
+        after = pending.replaced_after
+        look = hook.look(project, pending.card_id)
+        if look.status is TableStatus.GONE:
+            return None
+        changed = look.status is TableStatus.BEING_READ or _completion_time(look.summary) != after
+        if not changed:
+            return None
+        log.info("An earlier try's replacement of %s reached the service; not sending it again", pending.card_id)
+        return Job(project, pending.card_id, after)
+    assert pending.file is not None  # SentImport.from_json made sure
+    new = hook.find_lost_import(project, pending.file, pending.before)
+    if len(new) > 1:
+        raise AirflowFailException(
+            f"an earlier try's import of {pending.file} lost its answer, and {len(new)} new tables named after "
+            f"it are in department {project} ({', '.join(new)}); delete the extra ones and clear the task."
+        )
+    if not new:
+        return None
+    log.info("An earlier try's import of %s reached the service as %s; not importing again", pending.file, new[0])
+    return Job(project, new[0])
+
+
+def unchanged(
+    hook: DataTablesHook, log: Any, record: UploadRecord | None, project: str, card_id: str, fingerprint: str
+) -> Job | None:
+    """A skipped job when the file is what was last uploaded to the table and nobody refreshed it since."""
+    if record is None or record.fingerprint != fingerprint:
+        why = "no earlier upload recorded" if record is None else "the file differs from the last upload"
+        log.info("Replacing %s: %s", card_id, why)
+        return None
+    look = hook.look(project, card_id)
+    table = table_of(look.summary)
+    if look.status is not TableStatus.READY or table is None:
+        log.info("Replacing %s although the file is unchanged: %s", card_id, look.message)
+        return None
+    # Completion times have whole seconds: a refresh ending in the same second as our upload's read
+    # would keep the time, so the row count (recorded with it) is compared too.
+    if table.completion_time != record.completion_time or table.rows != record.rows:
+        log.info(
+            "Replacing %s although the file is unchanged: the table was refreshed since (read at %s with %s "
+            "rows; our last upload's read ended at %s with %s rows)",
+            card_id,
+            table.completion_time,
+            table.rows,
+            record.completion_time,
+            record.rows,
+        )
+        return None
+    log.info(
+        "Skipped: %s holds this file's data already (same bytes as the upload by %s/%s/%s, read at %s, and "
+        "not refreshed since); nothing was sent, no credit spent",
+        card_id,
+        record.dag_id,
+        record.task_id,
+        record.run_id,
+        table.completion_time,
+    )
+    from airflow_tables.metrics import incr
+
+    incr("imports_skipped", project_id=project)
+    return Job(project, card_id, skipped=True)
+
+
+def _completion_time(summary: dict[str, Any] | None) -> str | None:
+    table = table_of(summary)
+    return table.completion_time if table else None
