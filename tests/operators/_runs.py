@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import csv
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 
@@ -63,3 +65,24 @@ def retry_task(dags_module, dag_id: str, run_id: str, task_id: str):
         dag_run = session.scalar(select(DagRun).where(DagRun.dag_id == dag_id, DagRun.run_id == run_id))
         session.expunge_all()
         return dag_run
+
+
+def orders_csv(directory: Path, name: str = "orders.csv", rows: int = 20, amount: int = 10) -> Path:
+    path = directory / name
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["order_id", "region", "amount", "note"])
+        for i in range(rows):
+            writer.writerow([i + 1, ["North", "South"][i % 2], amount + i, "a, b" if i % 3 else ""])
+    return path
+
+
+def import_table(emulator, path: Path) -> str:
+    """Make a table directly (not through the operator under test)."""
+    from airflow_tables.hooks.tables import DataTablesHook
+
+    return DataTablesHook().import_csv(emulator.project_id, path)
+
+
+def imports_since(emulator, before: dict) -> int:
+    return emulator.stats()["imports_accepted"] - before["imports_accepted"]

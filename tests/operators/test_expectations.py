@@ -12,8 +12,7 @@ import os
 from pathlib import Path
 
 import pytest
-from tests.operators._runs import run, state, xcom
-from tests.operators.test_operators import imports_since, orders_csv
+from tests.operators._runs import imports_since, orders_csv, run, state, xcom
 
 
 @pytest.fixture(scope="module")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from tests.operators._runs import run
 from tests.triggers.test_tables import imported
 
 from airflow_tables.sensors.tables import DataTablesProcessedSensor
@@ -70,3 +71,17 @@ def test_a_table_read_badly_while_waiting_is_skipped_with_soft_fail_in_both_mode
 def test_without_soft_fail_a_gone_table_fails_without_retry_in_both_modes(datatables_conn, deferrable):
     with pytest.raises(AirflowFailException, match=GONE):
         run_sensor(GONE, deferrable)
+
+
+def test_the_sensor_checks_its_poke_interval():
+    from airflow_tables.sensors.tables import DataTablesProcessedSensor
+
+    with pytest.raises(ValueError, match="poke_interval"):
+        DataTablesProcessedSensor(task_id="w", card_id="CRD-1", poke_interval=0)
+
+
+def test_the_sensor_names_the_department_of_a_missing_table(dags_module, datatables_conn, capfd):
+    missing = "CRD-00000000-0000-4000-8000-00000000feed"
+    dag_run = run(dags_module, "dt_sensor_poke", card_id=missing)
+    assert str(dag_run.get_task_instance("wait").state) == "failed"
+    assert f"{missing} is not (or no longer) in department {datatables_conn.project_id}" in "".join(capfd.readouterr())
