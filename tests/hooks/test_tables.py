@@ -551,3 +551,53 @@ def test_find_cards_gives_a_fetched_table_as_its_summary(offline_hook, monkeypat
     monkeypatch.setattr(offline_hook, "get_card", lambda project_id, card_id: detail)
     assert offline_hook.find_cards(None, [CARD]) == {CARD: {**READ, "SuccessfulUpload": True}}
     assert offline_hook.find_card(None, CARD) == {**READ, "SuccessfulUpload": True}
+
+
+# -- what the operators rely on (from tests/operators/test_hook_contract.py) -------------------------
+
+
+def test_a_refused_delete_of_a_table_being_read_is_busy_not_locked(hook, emulator, csv_path):
+    emulator.set_processing_delay(5.0)
+    emulator.set_settings(lock_while_reading=True)
+    card_id = hook.import_csv(None, csv_path)
+    with pytest.raises(ex.DataTablesBusyError) as refused:
+        hook.delete_card(None, card_id)
+    assert not isinstance(refused.value, ex.DataTablesLockedError)
+    assert "being read" in refused.value.msg
+
+
+def test_timeout_none_means_no_deadline(hook, emulator, csv_path):
+    emulator.set_processing_delay(0.5)
+    card_id = hook.import_csv(None, csv_path)
+    assert hook.wait_for_table(None, card_id, poll_interval=0.1, timeout=None).status.value == "ready"
+
+
+def test_a_timeout_message_says_how_long_it_waited(hook, emulator, csv_path):
+    emulator.set_processing_delay(5.0)
+    card_id = hook.import_csv(None, csv_path)
+    with pytest.raises(ex.DataTablesTimeoutError, match=r"after 0\.3 s"):
+        hook.wait_for_processed(None, card_id, poll_interval=0.1, timeout=0.3)
+
+
+def test_an_explicit_empty_project_id_is_refused(hook, emulator):
+    with pytest.raises(ValueError, match="project_id is empty"):
+        hook.list_cards("")
+    assert emulator.stats()["requests"] == []
+
+
+def test_a_host_ending_in_the_api_version_is_told_to_drop_it(make_hook, emulator):
+    hook = make_hook(emulator.base_url + "/v1.0", emulator.api_key)
+    with pytest.raises(ValueError, match=r"drop '/v1.0'"):
+        hook.list_cards(emulator.project_id)
+
+
+def test_an_https_host_against_plain_http_says_tls_failed_and_is_not_retried(make_hook, emulator):
+    bare = emulator.base_url.split("://", 1)[1]  # no scheme: read as https
+    hook = make_hook(bare, emulator.api_key, max_retries=5)
+    with pytest.raises(ex.DataTablesConnectionError) as error:
+        hook.list_cards(emulator.project_id)
+    text = str(error.value)
+    assert "TLS handshake" in text and "nothing was sent" in text
+    assert f"http://{bare}" in text
+    assert error.value.retryable is False and error.value.request_sent is False
+    assert emulator.stats()["requests"] == []

@@ -221,3 +221,21 @@ def test_a_table_the_list_lacks_is_fetched_and_handed_on_as_its_summary(monkeypa
         word = asyncio.run(first_word("dt_lagging", "P", "CRD-fresh"))
     assert word == ("card", summary)
     assert _department_poller.pollers() == []
+
+
+def test_the_shared_poller_never_spins(datatables_conn, tmp_path):
+    """A trigger asking for a 1 ms interval gets the poller's floor, not a busy loop."""
+    from airflow_tables.triggers.tables import DataTablesProcessedTrigger
+
+    datatables_conn.set_processing_delay(1.0)
+    card_id = imported(datatables_conn, tmp_path)
+    datatables_conn.reset_stats()
+
+    async def first_event():
+        project_id = datatables_conn.project_id
+        trigger = DataTablesProcessedTrigger(project_id=project_id, card_id=card_id, poll_interval=0.001)
+        return await asyncio.wait_for(trigger.run().__anext__(), 30)
+
+    assert asyncio.run(first_event()).payload["status"] == "ready"
+    gets = [r for r in datatables_conn.stats()["requests"] if r["method"] == "GET"]
+    assert len(gets) <= 1.0 / _department_poller.MIN_INTERVAL + 3, len(gets)  # not thousands
