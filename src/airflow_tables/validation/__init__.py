@@ -17,8 +17,28 @@ The emulator reads files through the same modules, so what this says is what it 
 
 from __future__ import annotations
 
-from airflow_tables.exceptions import CsvValidationError
-from airflow_tables.validation.report import CsvReport, validate_csv, validate_source
-from airflow_tables.validation.rules import Problem
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from airflow_tables.exceptions import CsvValidationError
+    from airflow_tables.validation.report import CsvReport, validate_csv, validate_source
+    from airflow_tables.validation.rules import Problem
 
 __all__ = ["CsvReport", "CsvValidationError", "Problem", "validate_csv", "validate_source"]
+
+#: Where each public name lives. Imported when first asked for, so that the scan's second process
+#: (``python -m airflow_tables.validation.ranges``) and the emulator import only the modules they use.
+_HOMES = {
+    "CsvReport": "airflow_tables.validation.report",
+    "validate_csv": "airflow_tables.validation.report",
+    "validate_source": "airflow_tables.validation.report",
+    "CsvValidationError": "airflow_tables.exceptions",
+    "Problem": "airflow_tables.validation.rules",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(_HOMES[name]), name)

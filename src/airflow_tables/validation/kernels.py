@@ -35,7 +35,7 @@ from airflow_tables.validation import dialect, rules
 _speedups: ModuleType | None
 try:
     # A compiled module: no stub, so the checker does not know it (see setup.py).
-    from airflow_tables.validation import _speedups  # type: ignore[attr-defined,no-redef]
+    from airflow_tables.validation import _speedups  # type: ignore[no-redef]
 except ImportError:  # not built here (no C compiler at install time): the pure-Python kernel does
     _speedups = None
 
