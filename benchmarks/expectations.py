@@ -11,7 +11,7 @@ any request; then:
 * ``today``: the anchor, the expectations step as it was before issue 16 (kept below as
   :func:`today_check`): the whole file read by ``pd.read_csv``, every column, then one GX
   validation;
-* ``ours``: ``airflow_tables.operators._expectations.check``.
+* ``ours``: ``airflow_tables.expectations.check``.
 
 "Added memory" is a process's peak resident memory minus the ``none`` process's, so it
 counts everything the suite costs, Great Expectations' own import (about 200 MiB) included;
@@ -102,7 +102,7 @@ def child(mode: str, path: str, suite: str) -> None:
     if mode == "today":
         success = today_check(report, SUITES[suite])
     elif mode == "ours":
-        from airflow_tables.operators._expectations import check
+        from airflow_tables.expectations import check
 
         success = check(report, SUITES[suite]).success
     print(json.dumps({"seconds": time.perf_counter() - started, "success": success, "ok": report.ok}))

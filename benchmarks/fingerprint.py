@@ -20,7 +20,8 @@ from _common import Row, csv_file, machine, med, median_runs, python, run_proces
 
 ALONE = "from airflow_tables.validation import validate_csv; import sys; print(validate_csv(sys.argv[1]).rows)"
 WITH = (
-    "from airflow_tables.validation import validate_csv; from airflow_tables.sources.fingerprint import while_validating\n"
+    "from airflow_tables.validation import validate_csv\n"
+    "from airflow_tables.sources.fingerprint import while_validating\n"
     "import sys; r, f = while_validating(lambda: validate_csv(sys.argv[1]), sys.argv[1]); print(r.rows, f)"
 )
 SHA256 = (

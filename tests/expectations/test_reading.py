@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from airflow_tables import csv_types
 from airflow_tables.expectations import ExpectationsError, check
 from airflow_tables.expectations.frames import ColumnReader
+from airflow_tables.validation import types as column_types
 from airflow_tables.validation import validate_csv
 
 # id: signs and spaces around whole numbers; code: leading zeros next to a code that is not a
@@ -90,7 +90,7 @@ def test_a_suite_on_long_columns_compares_numbers_and_on_text_compares_text(tmp_
 
 
 def test_a_long_column_takes_its_type_from_the_first_rows_like_the_service(tmp_path, caplog):
-    sample = csv_types.sample_rows(2)
+    sample = column_types.sample_rows(2)
     rows = "".join(f"{i},r{i}\n" for i in range(sample)) + "n/a,late\n1.5,later\n7,last\n"
     report = report_of(tmp_path, "n,label\n" + rows, "late.csv")
 

@@ -6,8 +6,7 @@ import json
 
 import pytest
 from tests.conftest import APP_URL
-from tests.operators._runs import run, xcom
-from tests.operators.test_operators import orders_csv
+from tests.operators._runs import orders_csv, run, xcom
 
 DOWN_KEY = "down-service-key-5f3a9c"
 BAD_KEY = "refused-key-0b7e2d41"

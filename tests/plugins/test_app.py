@@ -11,7 +11,7 @@ from urllib.parse import urlencode
 
 import pytest
 from fastapi.testclient import TestClient
-from tests.operators.test_operators import import_table, orders_csv
+from tests.operators._runs import import_table, orders_csv
 
 from airflow_tables.model import TableStatus
 from airflow_tables.plugins import app as ui

@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 
 from tests.conftest import APP_URL
-from tests.operators.test_operators import import_table, orders_csv
+from tests.operators._runs import import_table, orders_csv
 from tests.plugins.conftest import BAD_KEY, DOWN_KEY
 
 from airflow_tables.plugins.connections import env_conn_ids

@@ -2,7 +2,7 @@
 
 Only the columns the suite names are kept; pandas' C parser reads the file a few MiB at a
 time, so its buffers stay small whatever the file's size. Values are typed as the service
-types them (:mod:`airflow_tables.csv_types`, the rule the emulator uses too):
+types them (:mod:`airflow_tables.validation.types`, the rule the emulator uses too):
 
 * a ``long`` column (decided on the first rows, like the service) holds integers: ``int64``,
   or the nullable ``Int64`` where a blank makes a value missing. A later value that is not a
@@ -23,8 +23,8 @@ import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from airflow_tables import csv_types
 from airflow_tables.expectations._gx import ExpectationsError
+from airflow_tables.validation import types as column_types
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -64,10 +64,10 @@ class ColumnReader:
 
     def sniff_types(self) -> dict[str, str]:
         """Decide each column's type on the first rows, as the service does; remember and return them."""
-        sample_size = csv_types.sample_rows(len(self.report.columns))
+        sample_size = column_types.sample_rows(len(self.report.columns))
         sample = next(self._raw(sample_size), None)
         self.types = {
-            column: csv_types.column_type(
+            column: column_types.column_type(
                 [] if sample is None else [v for v in sample[column].tolist() if isinstance(v, str)]
             )
             for column in self.columns
@@ -113,7 +113,7 @@ class ColumnReader:
 
         return pd.DataFrame(
             {
-                c: pd.Series([], dtype="Int64" if self.types.get(c) == csv_types.LONG else str)
+                c: pd.Series([], dtype="Int64" if self.types.get(c) == column_types.LONG else str)
                 for c in (self.columns if columns is None else columns)
             }
         )
@@ -139,7 +139,7 @@ class ColumnReader:
             return text
         text = text.mask(text.apply(_only_whitespace))
         for column in self.columns:
-            if self.types[column] == csv_types.LONG:
+            if self.types[column] == column_types.LONG:
                 text[column] = self._as_long(column, text[column])
         return text
 
@@ -180,7 +180,7 @@ class ColumnReader:
             values = stripped.where(literal).astype("Int64")
         except (ValueError, TypeError, OverflowError):  # a '+' sign, or past 64 bits: the exact, slower way
             values = pd.Series(
-                pd.array([csv_types.parse_long(v) if isinstance(v, str) else None for v in stripped], dtype="Int64"),
+                pd.array([column_types.parse_long(v) if isinstance(v, str) else None for v in stripped], dtype="Int64"),
                 index=text.index,
             )
         bad = values.isna() & text.notna()

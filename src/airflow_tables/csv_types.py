@@ -1,3 +1,0 @@
-"""Moved to :mod:`airflow_tables.validation.types`; re-exported here for one release."""
-
-from airflow_tables.validation.types import *  # noqa: F403
