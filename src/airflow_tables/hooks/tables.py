@@ -231,7 +231,10 @@ class DataTablesHook(BaseHook):
         fields = {"method": conflict.method, "url": conflict.url}
         if look.status is TableStatus.BEING_READ:
             return DataTablesBusyError(409, f"{conflict.msg} ({look.message})", **fields)
-        table = TableSummary.from_json(look.summary) if look.summary is not None else None
+        try:
+            table = TableSummary.from_json(look.summary) if look.summary is not None else None
+        except ValueError:  # a fetched table's answer that does not name it: nothing to tell
+            table = None
         if action == "delete" and table is not None and table.locked_from_delete is True:
             return DataTablesLockedError(
                 409, f"{conflict.msg} (LockedFromDelete is true: a live connection feeds this table)", **fields

@@ -162,10 +162,18 @@ class DataTablesTableRefreshedTrigger(BaseEventTrigger):
                             "card_id": self.card_id,
                             "project_id": self.project_id,
                             "completion_time": table.baseline,
-                            "rows": TableSummary.from_json(summary).rows,
+                            "rows": _rows(summary),
                             "summary": summary,
                         }
                     )
+
+
+def _rows(summary: dict) -> int | None:
+    """The table's ``Rows``; ``None`` when it is not a number or a fetched table's answer does not name it."""
+    try:
+        return TableSummary.from_json(summary).rows
+    except ValueError:
+        return None
 
 
 def _checked(project_id: object, card_id: object, poll_interval: object) -> tuple[str, str, float]:
