@@ -35,9 +35,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from airflow_tables import csv_rules
 from airflow_tables.exceptions import CsvValidationError
 from airflow_tables.sources.allowed import provider_directory
+from airflow_tables.validation.rules import FILE_SUFFIX
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -68,7 +68,7 @@ def csv_file_name(name: str) -> str:
     """The file (and so table) name for ``name``: ``.csv`` added unless it already ends so, in any case."""
     if not isinstance(name, str) or not name.strip():
         raise ValueError(f"name must name the table, such as 'daily_orders', not {name!r}.")
-    file_name = name if name.lower().endswith(csv_rules.FILE_SUFFIX) else f"{name}{csv_rules.FILE_SUFFIX}"
+    file_name = name if name.lower().endswith(FILE_SUFFIX) else f"{name}{FILE_SUFFIX}"
     if "/" in file_name or "\\" in file_name or file_name.startswith(".") or file_name != file_name.strip():
         raise ValueError(f"name must be a plain file name such as 'daily_orders' or 'daily_orders.csv', not {name!r}.")
     return file_name

@@ -51,7 +51,7 @@ class MultipartFile:
         logger: LogLike | None = None,
     ) -> None:
         self.source = open_source(source)
-        self.path = self.source.label
+        self.label = self.source.label  # a local path or a URI: what the messages name
         self.size = self.source.utf8_size()
         self.block_size = block_size
         self.logger = logger
@@ -73,7 +73,7 @@ class MultipartFile:
         return len(self.head) + self.size + len(self.tail)
 
     def __repr__(self) -> str:
-        return f"MultipartFile(path={self.path!r}, size={self.size})"
+        return f"MultipartFile(label={self.label!r}, size={self.size})"
 
     def __iter__(self) -> Iterator[bytes | memoryview]:
         yield self.head
@@ -86,7 +86,7 @@ class MultipartFile:
         if sent != self.size:
             # Content-Length is already on the wire; a file that changed size cannot be sent honestly.
             self.changed_size = f"{self.size:,} bytes when the upload started, {sent:,} read"
-            raise OSError(f"{self.path} changed size during the upload ({self.changed_size})")
+            raise OSError(f"{self.label} changed size during the upload ({self.changed_size})")
         yield self.tail
 
     def cut_off(self, url: str) -> DataTablesError | None:
