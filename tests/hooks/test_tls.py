@@ -126,3 +126,25 @@ def test_a_ca_bundle_that_cannot_be_read_is_a_typed_error_naming_the_connection(
             assert "'dt_ca'" in text and str(path) in text and "verify" in text, text
             assert info.value.retryable is False and info.value.request_sent is False
     assert not [r for r in caplog.records if "retry" in r.getMessage()]
+
+
+@pytest.mark.parametrize("prefix", ["", "/tables"])
+def test_a_host_without_its_scheme_is_told_the_base_url_to_set(make_hook, emulator, prefix):
+    """A bare host means https; on a plain-HTTP port the hint names the host to set, not the request's URL."""
+    bare = emulator.base_url.removeprefix("http://") + prefix
+    hook = make_hook(bare, emulator.api_key, project_id=emulator.project_id, max_retries=0)
+    for call in (hook.test_connection, lambda: asyncio.run(_async_failure(hook))):
+        ok, message = call()
+        assert not ok
+        assert message.endswith(f"set the host to http://{bare}."), message
+    if not prefix:
+        ok, message = make_hook(f"http://{bare}", emulator.api_key, project_id=emulator.project_id).test_connection()
+        assert ok, message
+
+
+async def _async_failure(hook) -> tuple[bool, str]:
+    try:
+        await hook.a_list_cards()
+    except ex.DataTablesConnectionError as exc:
+        return False, str(exc)
+    return True, ""

@@ -417,7 +417,8 @@ def tls_error(settings: ConnectionSettings, req: Request, exc: BaseException) ->
     reason = excerpt(str(getattr(exc, "reason", None) or type(exc).__name__), settings.api_key, 300)
     hint = ""
     if "WRONG_VERSION_NUMBER" in str(exc) or "wrong version number" in str(exc).lower():
-        plain = urlunsplit(("http", *urlsplit(req.url)[1:3], "", "")).removesuffix(f"/{API_VERSION}")
+        # The connection's base URL (its path prefix kept), not the request's: that one names an endpoint.
+        plain = urlunsplit(("http", *urlsplit(settings.base_url)[1:3], "", ""))
         hint = f" The port seems to answer plain HTTP: if the service has no TLS, set the host to {plain}."
     error = DataTablesConnectionError(
         None,
