@@ -37,6 +37,9 @@ UTF8_CODECS = frozenset({"utf-8", "utf-8-sig"})
 BLOCK_BYTES = 256 * 1024
 _REPLACEMENT = "\ufffd".encode()
 _UNDEFINED = 0x80
+#: Codecs that need a byte-order mark to tell their byte order, and how many first bytes show it without one.
+_MARKED = ("utf-16", "utf-32")
+_ORDER_SAMPLE = 64
 
 
 @dataclass(frozen=True)
@@ -113,12 +116,25 @@ class Undecodable:
     line: int
     encoding: str
     offset: int  # in the file as stored
-    bad: bytes
+    bad: bytes  # for a missing byte-order mark, the file's first bytes (they show its order)
 
     def describe(self) -> str:
         """What is wrong and what to do, without the line (a report gives the line apart)."""
         shown = " ".join(f"0x{b:02X}" for b in self.bad[:4])
         many = len(self.bad) > 1
+        if self.encoding in _MARKED and self.offset == 0:
+            # Without a mark Python's "utf-16" decodes nothing at all (offset 0): the file needs its order named.
+            order = byte_order(self.encoding, self.bad)
+            declare = (
+                f"encoding='{self.encoding}-{order}'"
+                if order
+                else f"encoding='{self.encoding}-le' or encoding='{self.encoding}-be', whichever it was written in"
+            )
+            reads = f"; its bytes ({shown}) read as {_ENDIAN[order]}" if order else ""
+            return (
+                f"the file has no byte-order mark, which {self.encoding} needs to tell its byte order{reads}. "
+                f"Declare {declare}."
+            )
         return (
             f"byte{'s' if many else ''} {shown} (offset {self.offset:,}) {'are' if many else 'is'} not valid "
             f"{self.encoding}: the file was written in another encoding, or is damaged. Declare the encoding it "
@@ -203,11 +219,32 @@ class Converter:
         return _strip_bom(text, self)
 
     def _read_without_mark(self, data: bytes, final: bool) -> str:
-        """ "utf-16" and "utf-32" need a byte-order mark to start with: read on as little-endian, noted as an error."""
+        """ "utf-16" and "utf-32" need a byte-order mark to start with: noted as an error, read on in the order
+        the first bytes show (little-endian when they show none), so the rest of the report still makes sense."""
         if self.first_error is None:
-            self.first_error = DecodeError(self.consumed, self.produced, data[:4])
-        self._decoder = codecs.getincrementaldecoder(f"{self.codec.name}-le")("replace")
+            self.first_error = DecodeError(self.consumed, self.produced, data[:_ORDER_SAMPLE])
+        order = byte_order(self.codec.name, data) or "le"
+        self._decoder = codecs.getincrementaldecoder(f"{self.codec.name}-{order}")("replace")
         return self._decoder.decode(data, final)
+
+
+_ENDIAN = {"le": "little-endian", "be": "big-endian", None: ""}
+
+
+def byte_order(name: str, head: bytes) -> str | None:
+    """``"le"`` or ``"be"``: the byte order of UTF-16 or UTF-32 text without a mark, from its first bytes.
+
+    Text (a CSV's separators, digits, line breaks) is mostly characters whose high byte is
+    zero, so the zeros fall on one side of each unit; None when the bytes do not show it.
+    """
+    width = 4 if name.startswith("utf-32") else 2
+    sample = head[: _ORDER_SAMPLE - _ORDER_SAMPLE % width]
+    low_zeros, high_zeros = sample[0::width].count(0), sample[width - 1 :: width].count(0)
+    if high_zeros > low_zeros:
+        return "le"
+    if low_zeros > high_zeros:
+        return "be"
+    return None
 
 
 def _strip_bom(text: str, converter: Converter) -> str:
