@@ -3,7 +3,7 @@
 
 PY := .venv/bin/python
 
-.PHONY: demo test bench lint setup
+.PHONY: demo test bench lint setup dist
 
 setup:
 	@scripts/setup.sh
@@ -21,3 +21,7 @@ lint: setup
 	@.venv/bin/ruff check src tests dags benchmarks
 	@.venv/bin/ruff format --check src tests dags benchmarks
 	@.venv/bin/mypy
+
+# The sdist and the wheel in dist/, to install with pip as docs/install.md shows.
+dist: setup
+	@scripts/dist.sh
