@@ -36,10 +36,12 @@ with DAG(
         print(f"{len(matched)} of {len(cards)} tables match {pattern!r}")
         return matched
 
+    # [START howto_operator_datatables_delete]
     DataTablesDeleteOperator.partial(
         task_id="delete_table",
         if_locked="skip",
         if_processing="wait",
         missing_ok=True,
     ).expand(card_id=tables_to_delete())
+    # [END howto_operator_datatables_delete]
 # [END howto_datatables_cleanup]

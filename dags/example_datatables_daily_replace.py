@@ -45,6 +45,7 @@ with DAG(
                 writer.writerow([i + 1, ds, rng.choice(["North", "South", "East", "West"]), rng.randint(5, 500)])
         return path
 
+    # [START howto_operator_datatables_replace]
     # Waits if the table is still being read, replaces it, waits until the new file is read.
     # Each refresh records an event on the table's Asset (through the datatables-tables alias).
     replace = DataTablesReplaceOperator(
@@ -55,6 +56,7 @@ with DAG(
         deferrable=True,
         poll_interval=5,
     )
+    # [END howto_operator_datatables_replace]
 
     extract() >> replace
 # [END howto_datatables_daily_replace]

@@ -32,6 +32,7 @@ with DAG(
         bash_command=f"{sys.executable} -m airflow_tables.cli validate {ORDERS}",
     )
 
+    # [START howto_operator_datatables_import]
     # Validates again (free, local), imports once (one credit), waits in the triggerer.
     import_orders = DataTablesImportOperator(
         task_id="import_orders",
@@ -42,6 +43,7 @@ with DAG(
         retries=2,  # a retry waits on the table the first try imported, never imports again
         retry_delay=timedelta(seconds=20),
     )
+    # [END howto_operator_datatables_import]
 
     @task
     def describe_table(card_id: str) -> dict:

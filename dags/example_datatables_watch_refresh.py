@@ -31,6 +31,7 @@ SERVICE = os.environ.get("DATATABLES_SERVICE", "http://127.0.0.1:8765")
 POLL_INTERVAL = float(os.environ.get("DATATABLES_POLL_INTERVAL", "60"))
 
 # [START howto_datatables_watch_refresh]
+# [START howto_trigger_datatables_table_refreshed]
 table = table_asset(PROJECT_ID, CARD_ID, service=SERVICE)
 refreshed = Asset(
     name=table.name,
@@ -45,6 +46,7 @@ refreshed = Asset(
         )
     ],
 )
+# [END howto_trigger_datatables_table_refreshed]
 
 with DAG(
     dag_id="example_datatables_watch_refresh",

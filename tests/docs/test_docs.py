@@ -42,7 +42,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 MARKER = re.compile(r"^<!--\s*run(?::\s*(?P<mode>\w+)(?:\s+(?P<arg>\S+))?)?\s*-->$")
 FENCE = re.compile(r"^```(?P<lang>\w*)\s*$")
 DEFAULT_PORT = "8765"
@@ -56,7 +56,7 @@ class Block:
     doc: Path
     line: int  # of the fence, 1-based
     lang: str
-    mode: str  # "" for a plain run
+    mode: str | None  # "" for a plain run, None for a block not marked to run
     arg: str | None
     text: str
 
@@ -64,8 +64,8 @@ class Block:
         return f"{self.doc.relative_to(ROOT)}:{self.line}"
 
 
-def runnable_blocks(doc: Path) -> list[Block]:
-    """The fenced blocks of ``doc`` with a run marker on the line before them."""
+def fenced_blocks(doc: Path) -> list[Block]:
+    """Every fenced block of ``doc``; ``mode`` is ``None`` when no run marker is on the line before it."""
     lines = doc.read_text(encoding="utf-8").splitlines()
     blocks = []
     i = 0
@@ -76,11 +76,16 @@ def runnable_blocks(doc: Path) -> list[Block]:
             continue
         end = next(j for j in range(i + 1, len(lines)) if lines[j].startswith("```"))
         marker = MARKER.match(lines[i - 1].strip()) if i > 0 else None
-        if marker is not None:
-            text = "\n".join(lines[i + 1 : end]) + "\n"
-            blocks.append(Block(doc, i + 1, opening["lang"], marker["mode"] or "", marker["arg"], text))
+        text = "\n".join(lines[i + 1 : end]) + "\n"
+        mode, arg = (marker["mode"] or "", marker["arg"]) if marker is not None else (None, None)
+        blocks.append(Block(doc, i + 1, opening["lang"], mode, arg, text))
         i = end + 1
     return blocks
+
+
+def runnable_blocks(doc: Path) -> list[Block]:
+    """The fenced blocks of ``doc`` with a run marker on the line before them."""
+    return [block for block in fenced_blocks(doc) if block.mode is not None]
 
 
 def expected_output(lines: list[str]) -> re.Pattern[str]:
@@ -308,3 +313,133 @@ def test_runnable_snippets_run_as_written(doc, datatables_conn, tmp_path, reques
             run.run(block)
     finally:
         run.close()
+
+
+# -- Examples pulled from dags/ by markers, as the ASF providers' howto pages pull theirs ------
+
+#: The first line of a fenced block that shows part of an example DAG.
+INCLUDE = re.compile(
+    r"^# (?P<path>dags/[\w.]+\.py), between the \[START (?P<name>\w+)\] and \[END (?P=name)\] markers$"
+)
+DAG_MARKER = re.compile(r"^\s*# \[(?:START|END) \w+\]\s*$")
+
+
+def marked_includes(doc: Path) -> list[tuple[Block, str, str]]:
+    """``(block, dags/ path, marker name)`` for each block of ``doc`` that shows an example DAG's marked part."""
+    found = []
+    for block in fenced_blocks(doc):
+        first = INCLUDE.match(block.text.splitlines()[0]) if block.text.strip() else None
+        if first is not None:
+            found.append((block, first["path"], first["name"]))
+    return found
+
+
+def marked_part(path: Path, name: str) -> str:
+    """The lines between ``# [START name]`` and ``# [END name]``, dedented, without any marker line."""
+    import textwrap
+
+    lines = path.read_text(encoding="utf-8").splitlines()
+    starts = [i for i, line in enumerate(lines) if line.strip() == f"# [START {name}]"]
+    ends = [i for i, line in enumerate(lines) if line.strip() == f"# [END {name}]"]
+    assert len(starts) == 1 and len(ends) == 1 and starts[0] < ends[0], f"{path.name}: markers {name!r} not one pair"
+    part = [line for line in lines[starts[0] + 1 : ends[0]] if not DAG_MARKER.match(line)]
+    return textwrap.dedent("\n".join(part) + "\n")
+
+
+INCLUDES = [include for doc in DOCS for include in marked_includes(doc)]
+
+
+def test_the_howto_pages_show_marked_parts_of_the_example_dags():
+    pages = {block.doc.relative_to(ROOT).as_posix() for block, _, _ in INCLUDES}
+    assert {f"docs/operators/{page}.md" for page in ("import", "replace", "delete", "triggers")} <= pages
+
+
+@pytest.mark.parametrize("include", INCLUDES, ids=lambda include: f"{include[0].where()}:{include[2]}")
+def test_a_marked_include_is_the_example_dag_s_code_as_written(include):
+    block, path, name = include
+    assert (ROOT / path).is_file(), f"{block.where()}: {path} does not exist"
+    shown = block.text.split("\n", 1)[1]
+    assert shown == marked_part(ROOT / path, name), f"{block.where()}: differs from {path} [START {name}]"
+
+
+# -- A page per operator, and the overview linking them ------------------------------------------
+
+OPERATOR_PAGES = {
+    "import": ["airflow_tables.operators.tables.DataTablesImportOperator"],
+    "replace": [
+        "airflow_tables.operators.tables.DataTablesReplaceOperator",
+        "airflow_tables.operators.tables.DataTablesImportOperator",  # its knobs, through **kwargs
+    ],
+    "delete": ["airflow_tables.operators.tables.DataTablesDeleteOperator"],
+    "sensor": ["airflow_tables.sensors.tables.DataTablesProcessedSensor"],
+    "triggers": [
+        "airflow_tables.triggers.tables.DataTablesProcessedTrigger",
+        "airflow_tables.triggers.tables.DataTablesTableRefreshedTrigger",
+    ],
+}
+
+
+def _parameters(dotted: str) -> list[str]:
+    import importlib
+    import inspect
+
+    module, name = dotted.rsplit(".", 1)
+    signature = inspect.signature(getattr(importlib.import_module(module), name).__init__)
+    return [p.name for p in signature.parameters.values() if p.kind is inspect.Parameter.KEYWORD_ONLY]
+
+
+@pytest.mark.parametrize("page", sorted(OPERATOR_PAGES))
+def test_each_operator_page_has_an_example_and_documents_every_parameter(page):
+    doc = ROOT / "docs" / "operators" / f"{page}.md"
+    text = doc.read_text(encoding="utf-8")
+    headings = re.findall(r"^## (.+)$", text, re.MULTILINE)
+    assert {"Example", "Parameters", "Failure modes"} <= set(headings), headings
+    runnable = [block for block in runnable_blocks(doc) if block.mode == "dag"]
+    assert marked_includes(doc) or runnable, f"{doc.name}: no example from dags/ and no runnable DAG"
+    missing = [(cls, p) for cls in OPERATOR_PAGES[page] for p in _parameters(cls) if f"| `{p}` |" not in text]
+    assert missing == [], f"{doc.name} has no parameter row for {missing}"
+
+
+def _slug(heading: str) -> str:
+    """The anchor GitHub gives a heading."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_every_link_between_the_docs_lands_on_a_page_and_a_heading_that_exist():
+    """docs/operators.md became an overview of pages: the anchors other docs link to must still be there."""
+    broken = []
+    for doc in DOCS:
+        for target, anchor in re.findall(r"\]\(([\w./-]*\.md|)(?:#([\w-]+))?\)", doc.read_text(encoding="utf-8")):
+            page = (doc.parent / target).resolve() if target else doc
+            if not page.is_file():
+                broken.append(f"{doc.relative_to(ROOT)} -> {target}")
+                continue
+            if anchor:
+                headings = re.findall(r"^#{1,6} (.+)$", page.read_text(encoding="utf-8"), re.MULTILINE)
+                if anchor not in {_slug(h) for h in headings}:
+                    broken.append(f"{doc.relative_to(ROOT)} -> {target}#{anchor}")
+    assert broken == []
+
+
+def test_the_overview_links_every_operator_page():
+    overview = (ROOT / "docs" / "operators.md").read_text(encoding="utf-8")
+    assert [page for page in OPERATOR_PAGES if f"(operators/{page}.md)" not in overview] == []
+
+
+def test_the_asset_warnings_airflow_logs_for_a_new_table_are_explained_as_airflow_words_them():
+    """Airflow warns when an event comes through an alias for an asset no DAG declares: say so, once, verbatim."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("airflow.assets.manager")
+    assert spec is not None and spec.origin is not None
+    source = Path(spec.origin).read_text(encoding="utf-8")
+    overview = (ROOT / "docs" / "operators.md").read_text(encoding="utf-8")
+    section = overview.split("\n## Assets\n", 1)[1].split("\n## ", 1)[0]
+    for quoted in (
+        "AssetModel ... not found; cannot create asset event.",
+        "Emitting event for inactive AssetModel ...",
+    ):
+        # Airflow's own wording, its placeholder (%s on 3.2 and later, {asset} on 3.1) read as "...".
+        worded = re.escape(quoted).replace(re.escape("..."), r"(?:%s|\{asset\})")
+        assert re.search(worded, source), f"Airflow no longer words {quoted!r} so: update the docs' quote"
+        assert quoted in section, f"docs/operators.md's Assets section does not quote {quoted!r}"
