@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+from pathlib import Path
 
 import pytest
 from tests.conftest import APP_URL
@@ -415,3 +417,55 @@ def test_a_replacement_answer_without_card_id_returns_the_card_id_sent(dags_modu
     assert state(dag_run, "replace") == "success"
     assert xcom(dag_run, "replace") == card_id
     assert next(c for c in emulator.list_cards() if c["CardID"] == card_id)["Rows"] == 3
+
+
+_ASSET_WARNINGS = ("cannot create asset event", "Emitting event for inactive AssetModel")
+
+
+def test_the_asset_warnings_come_only_for_a_table_no_dag_declares(dags_module, datatables_conn, tmp_path, capfd):
+    """What docs/operators.md ("Assets") says of Airflow's two asset warnings, held to a real run.
+
+    A new table's event goes through the alias to an asset no DAG names: Airflow warns twice and
+    records it anyway. Once a DAG schedules on the table's asset, a replace of it logs neither.
+    """
+    from airflow.models.asset import AssetEvent, AssetModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import func, select
+    from tests.dags._install import install_dag_file
+
+    from airflow_tables.assets import table_asset
+
+    capfd.readouterr()
+    dag_run = run(dags_module, "dt_import_poke", file_path=str(orders_csv(tmp_path, name="undeclared.csv")))
+    card_id = xcom(dag_run, "import")
+    log = "".join(capfd.readouterr())
+    assert all(warning in log for warning in _ASSET_WARNINGS), "Airflow no longer warns: update the docs"
+
+    asset = table_asset(datatables_conn.project_id, card_id)
+    consumer = tmp_path / f"dt_on_{card_id[4:12]}.py"
+    consumer.write_text(
+        "from datetime import datetime\n"
+        "from airflow.providers.standard.operators.empty import EmptyOperator\n"
+        "from airflow.sdk import DAG, Asset\n"
+        f"with DAG({consumer.stem!r}, schedule=[Asset(name={asset.name!r}, uri={asset.uri!r})],"
+        " start_date=datetime(2026, 1, 1), catchup=False) as dag:\n"
+        "    EmptyOperator(task_id='noop')\n"
+    )
+    (dag,) = install_dag_file(consumer)
+    try:
+        dag.test()  # writes the DAG, and with it the asset it declares, to the metadata database
+    finally:
+        (Path(os.environ["AIRFLOW_HOME"]) / "dags" / consumer.name).unlink()
+    capfd.readouterr()
+    dag_run = run(dags_module, "dt_replace_poke", card_id=card_id, file_path=str(orders_csv(tmp_path, rows=5)))
+    assert state(dag_run, "replace") == "success"
+    log = "".join(capfd.readouterr())
+    assert not [warning for warning in _ASSET_WARNINGS if warning in log], log[-3000:]
+    with create_session() as session:
+        events = session.scalar(
+            select(func.count())
+            .select_from(AssetEvent)
+            .join(AssetModel, AssetEvent.asset_id == AssetModel.id)
+            .where(AssetModel.uri == asset.uri)
+        )
+    assert events == 2  # the import's and the replace's
