@@ -132,6 +132,14 @@ def _user_and_bucket(netloc: str) -> tuple[str | None, str]:
     return (user or None) if at else None, host
 
 
+def _conn_id_of(file: Any) -> str | None:
+    """An ObjectStoragePath's connection: an attribute from Airflow 3.2, only a storage option on 3.1.
+
+    (3.1 also leaves ``conn_id@`` in front of its ``bucket``, which the caller drops.)
+    """
+    return getattr(file, "conn_id", None) or (getattr(file, "storage_options", None) or {}).get("conn_id")
+
+
 def _object_of(scheme: str, conn_id: str | None, bucket: str, path: str) -> _Object:
     return _Object(scheme.lower(), conn_id, bucket, path.lstrip("/"))
 
@@ -170,7 +178,7 @@ def check_object(file: Any, allowed: Sequence[Prefix] | None = None) -> None:
     by :func:`check_path` once the path it reads is known.
     """
     if is_storage_path(file):
-        obj = _object_of(file.protocol or "file", file.conn_id, file.bucket, file.key)
+        obj = _object_of(file.protocol or "file", _conn_id_of(file), file.bucket.rpartition("@")[2], file.key)
     else:
         parts = urlsplit(str(file))
         obj = _object_of(parts.scheme, *_user_and_bucket(parts.netloc), parts.path)
