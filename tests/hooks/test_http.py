@@ -355,3 +355,20 @@ def test_client_messages_are_scrubbed_before_they_are_cut():
 def test_a_short_key_is_hidden_whole_and_its_escapes_do_not_eat_other_words():
     short = "a&b"
     assert scrub(f"key {short} or a&amp;b; for example a map", short) == "key *** or ***; for example a map"
+
+
+def test_the_old_names_still_work_for_one_release_and_say_what_replaces_them():
+    import importlib
+    import sys
+
+    from airflow.exceptions import AirflowProviderDeprecationWarning
+
+    from airflow_tables.hooks import _http
+    from airflow_tables.model import TableStatus
+
+    with pytest.warns(AirflowProviderDeprecationWarning, match="use airflow_tables.hooks._http.ConnectionSettings"):
+        assert _http.Settings is _http.ConnectionSettings
+    sys.modules.pop("airflow_tables.hooks.status", None)
+    with pytest.warns(AirflowProviderDeprecationWarning, match="use airflow_tables.model instead"):
+        status = importlib.import_module("airflow_tables.hooks.status")
+    assert status.TableStatus is TableStatus

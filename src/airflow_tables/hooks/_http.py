@@ -158,8 +158,24 @@ class ConnectionSettings:
         return scrub(text, self.api_key)
 
 
-#: The old name, kept for one release.
-Settings = ConnectionSettings
+def __getattr__(name: str) -> Any:
+    """``Settings``, the old name of :class:`ConnectionSettings`: kept for one minor release, with a warning."""
+    if name == "Settings":
+        _deprecated("airflow_tables.hooks._http.Settings", "airflow_tables.hooks._http.ConnectionSettings")
+        return ConnectionSettings
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _deprecated(old: str, new: str) -> None:
+    import warnings
+
+    from airflow.exceptions import AirflowProviderDeprecationWarning
+
+    warnings.warn(
+        f"{old} is deprecated and will be removed in the next minor release of airflow-tables; use {new} instead.",
+        AirflowProviderDeprecationWarning,
+        stacklevel=3,
+    )
 
 
 def scrub(text: str, secret: str) -> str:
