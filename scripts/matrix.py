@@ -12,10 +12,18 @@ because they never import Airflow and so cannot change with it: the CSV validato
 the emulator's tests, and everything marked ``e2e`` (the real distributed stack runs on the
 newest minor only) or ``packaging`` (it builds and installs a wheel once).
 
-The minors' test runs go side by side (each mostly keeps one core busy), each into
-``artifacts/matrix/airflow-3.N.log``, printed when it ends.
+A third venv, ``.venvs/lowest``, holds the lowest versions the provider declares for its
+direct dependencies (``pyproject.toml``: Airflow, requests, httpx, xxhash and the extras'),
+resolved by ``uv pip install --resolution lowest-direct``, with everything under them as a
+user's resolver picks it today (the newest that fits); the test tools are pinned as in the 3.1
+constraints (they are ours, not the provider's). It runs the same tests, so a floor that no
+longer works fails ``make test``; raise the floor in ``pyproject.toml`` then.
 
-    scripts/matrix.py                     set up and test 3.1 and 3.2
+The test runs go side by side (each mostly keeps one core busy), each into
+``artifacts/matrix/<name>.log``, printed when it ends.
+
+    scripts/matrix.py                     set up and test 3.1, 3.2 and lowest
+    scripts/matrix.py lowest              only the lowest declared versions
     scripts/matrix.py 3.1 -- -x -k sensor  one minor, extra pytest arguments
     scripts/matrix.py --setup-only 3.2    only (re)build the venv
 """
@@ -25,6 +33,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -33,7 +42,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from constraints import ROOT, constraints_path, test_requirements, uv  # noqa: E402
+from constraints import ROOT, constraints_path, test_requirements, tomllib, uv  # noqa: E402
 
 VENVS = ROOT / ".venvs"
 #: Each minor's pytest output (they run side by side) and its Airflow home.
@@ -43,6 +52,19 @@ SOURCES_DIR = ROOT / "src" / "airflow_tables"
 STAMP = ".airflow-tables-inputs"
 #: The minors ``make test`` runs here; the newest (3.3) is ``.venv`` itself.
 OLDER_MINORS = ("3.1", "3.2")
+#: The venv of the lowest declared versions (see the module's docstring), run with the minors.
+LOWEST = "lowest"
+#: The extras whose floors the lowest venv tests: all but ``dev`` (the test tools).
+LOWEST_EXTRAS = "emulator,pandas,gx,s3"
+#: Where the lowest venv's test tools take their versions from.
+TOOLS_FROM = "3.1"
+#: Tests that check a third party's wording of its own error, which its lowest version words
+#: differently; they run on every other venv.
+LOWEST_DESELECTED = (
+    # pandas 3 words a bad regex "Invalid regular expression"; pandas 2 (the floor, and the only
+    # pandas on Python 3.10) as Python's re does ("unterminated character set at position 1").
+    "tests/operators/test_expectations.py::test_an_expectation_that_raises_is_reported_as_gx_does",
+)
 #: Test directories that never import Airflow: the same on every minor.
 AIRFLOW_FREE = ("tests/validation", "tests/emulator")
 MARKERS = "not e2e and not packaging"
@@ -54,7 +76,11 @@ HEAVY = ("tests/reliability/test_faults.py::test_two_hundred_imports_under_fault
 
 
 def venv_dir(minor: str) -> Path:
-    return VENVS / f"airflow-{minor}"
+    return VENVS / (LOWEST if minor == LOWEST else f"airflow-{minor}")
+
+
+def label(minor: str) -> str:
+    return LOWEST if minor == LOWEST else f"airflow-{minor}"
 
 
 def python_of(minor: str) -> Path:
@@ -69,9 +95,38 @@ def base_python() -> str:
 def inputs_digest(minor: str) -> str:
     """What the venv's contents follow from: the constraints, the project's metadata and its C source."""
     digest = hashlib.sha256()
-    for path in (constraints_path(minor), ROOT / "pyproject.toml", ROOT / "setup.py", *SOURCES_DIR.glob("*.c")):
+    constraints = constraints_path(TOOLS_FROM if minor == LOWEST else minor)
+    digest.update(minor.encode() + b"\0")
+    for path in (constraints, ROOT / "pyproject.toml", ROOT / "setup.py", *SOURCES_DIR.glob("*.c")):
         digest.update(path.name.encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()
+
+
+def requirement_name(requirement: str) -> str:
+    return re.sub(r"[-_.]+", "-", re.match(r"[A-Za-z0-9_.-]+", requirement).group(0)).lower()  # type: ignore[union-attr]
+
+
+def lowest_requirements(venv: Path) -> list[str]:
+    """``uv pip install`` arguments for the lowest declared versions, the test tools pinned as in 3.1's constraints.
+
+    The tools the provider also declares (the Amazon provider is the ``s3`` extra's) stay at
+    the provider's floor; the rest are pinned through a constraints file written into the venv.
+    """
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    declared = {requirement_name(req) for req in project["dependencies"]}
+    for extra, requirements in project["optional-dependencies"].items():
+        if extra != "dev":
+            declared |= {requirement_name(req) for req in requirements}
+    tools = [req for req in test_requirements() if requirement_name(req) not in declared]
+    names = {requirement_name(req) for req in tools}
+    pins = [
+        line
+        for line in constraints_path(TOOLS_FROM).read_text().splitlines()
+        if "==" in line and not line.startswith("#") and requirement_name(line) in names
+    ]
+    pinned = venv / "tools-constraints.txt"
+    pinned.write_text("\n".join(pins) + "\n")
+    return ["--resolution", "lowest-direct", "-e", f"{ROOT}[{LOWEST_EXTRAS}]", *tools, "-c", str(pinned)]
 
 
 def setup(minor: str) -> None:
@@ -82,6 +137,11 @@ def setup(minor: str) -> None:
         return
     if not python_of(minor).exists():
         subprocess.run([uv(), "venv", "--quiet", "--python", base_python(), str(venv)], check=True)
+    if minor == LOWEST:
+        command = [uv(), "pip", "install", "--quiet", "--compile-bytecode", "--python", str(python_of(minor))]
+        subprocess.run([*command, *lowest_requirements(venv)], check=True, cwd=ROOT)
+        stamp.write_text(inputs_digest(minor))
+        return
     command = [
         uv(),
         "pip",
@@ -107,13 +167,14 @@ def airflow_version(minor: str) -> str:
 
 
 def test_command(minor: str, pytest_args: list[str]) -> list[str]:
-    ignores = [f"--ignore={path}" for path in AIRFLOW_FREE] + [f"--deselect={test}" for test in HEAVY]
+    deselected = HEAVY + (LOWEST_DESELECTED if minor == LOWEST else ())
+    ignores = [f"--ignore={path}" for path in AIRFLOW_FREE] + [f"--deselect={test}" for test in deselected]
     return [str(python_of(minor)), "-m", "pytest", "-m", MARKERS, "-p", "no:cacheprovider", *ignores, *pytest_args]
 
 
 def test_env(minor: str) -> dict[str, str]:
     """The environment of a minor's pytest: an Airflow home of its own, so minors run side by side."""
-    home = LOGS / f"airflow-{minor}-home"
+    home = LOGS / f"{label(minor)}-home"
     shutil.rmtree(home, ignore_errors=True)
     home.mkdir(parents=True)
     return {**os.environ, "AIRFLOW_HOME": str(home)}
@@ -128,7 +189,7 @@ def run_side_by_side(minors: list[str], pytest_args: list[str]) -> dict[str, tup
     LOGS.mkdir(parents=True, exist_ok=True)
     running = {}
     for minor in minors:
-        log = open(LOGS / f"airflow-{minor}.log", "wb")  # noqa: SIM115 - closed once the run ends
+        log = open(LOGS / f"{label(minor)}.log", "wb")  # noqa: SIM115 - closed once the run ends
         process = subprocess.Popen(
             test_command(minor, pytest_args), cwd=ROOT, env=test_env(minor), stdout=log, stderr=subprocess.STDOUT
         )
@@ -138,14 +199,16 @@ def run_side_by_side(minors: list[str], pytest_args: list[str]) -> dict[str, tup
         code = process.wait()
         log.close()
         outcome[minor] = (code, time.monotonic() - started)
-        print(f"\n===== matrix: Airflow {minor}, its pytest ({LOGS.relative_to(ROOT)}/airflow-{minor}.log) =====")
-        print((LOGS / f"airflow-{minor}.log").read_text(errors="replace"), flush=True)
+        print(f"\n===== matrix: {label(minor)}, its pytest ({LOGS.relative_to(ROOT)}/{label(minor)}.log) =====")
+        print((LOGS / f"{label(minor)}.log").read_text(errors="replace"), flush=True)
     return outcome
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("minors", nargs="*", default=list(OLDER_MINORS), help="Airflow minors, e.g. 3.1")
+    parser.add_argument(
+        "minors", nargs="*", default=[*OLDER_MINORS, LOWEST], help=f"Airflow minors, e.g. 3.1, or {LOWEST!r}"
+    )
     parser.add_argument("--setup-only", action="store_true")
     argv = sys.argv[1:]
     split = argv.index("--") if "--" in argv else len(argv)
@@ -155,12 +218,13 @@ def main() -> int:
     results: dict[str, str] = {}
     ready = []
     for minor in args.minors:
-        print(f"\n===== matrix: Airflow {minor} in {venv_dir(minor).relative_to(ROOT)} =====", flush=True)
+        print(f"\n===== matrix: {label(minor)} in {venv_dir(minor).relative_to(ROOT)} =====", flush=True)
         started = time.monotonic()
         try:
             setup(minor)
         except subprocess.CalledProcessError as err:
-            results[minor] = f"SET-UP FAILED ({err}); constraints: {constraints_path(minor).relative_to(ROOT)}"
+            source = "pyproject.toml's floors" if minor == LOWEST else constraints_path(minor).relative_to(ROOT)
+            results[minor] = f"SET-UP FAILED ({err}); from {source}"
             continue
         print(f"Airflow {airflow_version(minor)}, set up in {time.monotonic() - started:.0f} s", flush=True)
         if args.setup_only:
