@@ -135,6 +135,10 @@ def setup(minor: str) -> None:
     stamp = venv / STAMP
     if python_of(minor).exists() and stamp.exists() and stamp.read_text() == inputs_digest(minor):
         return
+    if minor == LOWEST:
+        # From nothing: uv keeps what is installed when it satisfies, and a floor raised in
+        # pyproject.toml must not be tested with the versions the old floors left behind.
+        shutil.rmtree(venv, ignore_errors=True)
     if not python_of(minor).exists():
         subprocess.run([uv(), "venv", "--quiet", "--python", base_python(), str(venv)], check=True)
     if minor == LOWEST:
