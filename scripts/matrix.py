@@ -58,13 +58,6 @@ LOWEST = "lowest"
 LOWEST_EXTRAS = "emulator,pandas,gx,s3"
 #: Where the lowest venv's test tools take their versions from.
 TOOLS_FROM = "3.1"
-#: Tests that check a third party's wording of its own error, which its lowest version words
-#: differently; they run on every other venv.
-LOWEST_DESELECTED = (
-    # pandas 3 words a bad regex "Invalid regular expression"; pandas 2 (the floor, and the only
-    # pandas on Python 3.10) as Python's re does ("unterminated character set at position 1").
-    "tests/operators/test_expectations.py::test_an_expectation_that_raises_is_reported_as_gx_does",
-)
 #: Test directories that never import Airflow: the same on every minor.
 AIRFLOW_FREE = ("tests/validation", "tests/emulator")
 MARKERS = "not e2e and not packaging"
@@ -171,7 +164,7 @@ def airflow_version(minor: str) -> str:
 
 
 def test_command(minor: str, pytest_args: list[str]) -> list[str]:
-    deselected = HEAVY + (LOWEST_DESELECTED if minor == LOWEST else ())
+    deselected = HEAVY
     ignores = [f"--ignore={path}" for path in AIRFLOW_FREE] + [f"--deselect={test}" for test in deselected]
     return [str(python_of(minor)), "-m", "pytest", "-m", MARKERS, "-p", "no:cacheprovider", *ignores, *pytest_args]
 
