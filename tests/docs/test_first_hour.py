@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", ROOT / "CHANGELOG.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").rglob("*.md"))]
 FENCE = re.compile(r"^(```|~~~)")
@@ -95,3 +97,13 @@ def test_the_cli_synopsis_names_every_option():
         if line.startswith("airflow-tables validate FILE")
     )
     assert sorted(o for o in options - {"--help"} if o not in synopsis) == []
+
+
+def test_the_readme_s_first_command_runs_the_demo_to_its_end():
+    """``make demo``, as the README opens with it: set-up, emulator, a real ``airflow dags test``, the table."""
+    if Path(sys.prefix).resolve() != (ROOT / ".venv").resolve():
+        pytest.skip("the demo runs on the locked Airflow of .venv, as make demo does (not on the matrix's)")
+    done = subprocess.run(["make", "demo"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert re.search(r"^table CRD-\S+ \(orders\): 500 rows, read well$", done.stdout, re.MULTILINE), done.stdout
+    assert re.search(r"^  order_id +long ", done.stdout, re.MULTILINE), done.stdout  # the columns, with their types
