@@ -168,6 +168,107 @@ utf8_sequence(const unsigned char *buf, Py_ssize_t len, Py_ssize_t i)
     return need + 1;
 }
 
+/*
+ * Column types (validation/types.py states the rule; this is the same rule in C, and
+ * tests/validation/test_types.py holds the two to the same answers). A column's state is
+ * one byte: 0 no value yet, 1 every value so far a long and one seen, 2 not a long
+ * column (final: never looked at again). A value's kind uses the same numbers (0 blank,
+ * 1 a long, 2 anything else), so a column's new state is the larger of the two.
+ */
+enum { UNSEEN = 0, SEEN_LONG = 1, NOT_LONG = 2 };
+
+static inline int
+is_blank_byte(unsigned char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
+
+/* The kind of the value of the field buf[start:end] of a plain record (quoted from its first byte to its last, or not). */
+static inline int
+value_kind(const unsigned char *p, const unsigned char *e)
+{
+    if (p < e && *p == '"') {
+        if (e - p < 2 || e[-1] != '"')
+            return NOT_LONG; /* not plain: the record is handed back and this is never applied */
+        p++; /* a plain record's quoted field ends with its closing quote */
+        e--;
+    }
+    while (p < e && is_blank_byte(*p))
+        p++;
+    while (e > p && is_blank_byte(e[-1]))
+        e--;
+    if (p == e)
+        return UNSEEN;
+    int negative = 0;
+    if (*p == '+' || *p == '-') {
+        negative = *p == '-';
+        if (++p == e)
+            return NOT_LONG;
+    }
+    while (p < e && *p == '0')
+        p++;
+    if (e - p > 19)
+        return NOT_LONG; /* a digit string this long is past 64 bits; anything else is not a long either */
+    uint64_t value = 0;
+    for (; p < e; p++) {
+        const unsigned d = (unsigned)*p - '0';
+        if (d > 9)
+            return NOT_LONG;
+        value = value * 10 + d; /* at most 19 digits: no overflow of 64 unsigned bits */
+    }
+    return value <= (uint64_t)INT64_MAX + (uint64_t)negative ? SEEN_LONG : NOT_LONG;
+}
+
+/*
+ * The typing of one scan: the column states, the current record's field and column, and
+ * the changes its fields make, applied only once the record is known to be plain (a record
+ * handed back to the exact read is typed there).
+ */
+typedef struct {
+    unsigned char *states; /* one per column; NULL: not typing */
+    Py_ssize_t columns;
+    Py_ssize_t open;       /* columns not yet NOT_LONG: typing stops at 0 */
+    Py_ssize_t field_start, column;
+    Py_ssize_t *changes;   /* column * 4 + new state, for the record being read */
+    Py_ssize_t changed;
+} Typing;
+
+static inline void
+type_field(Typing *t, const unsigned char *buf, Py_ssize_t end)
+{
+    const Py_ssize_t c = t->column++;
+    if (c < t->columns && t->states[c] != NOT_LONG) {
+        const int kind = value_kind(buf + t->field_start, buf + end);
+        if (kind > t->states[c])
+            t->changes[t->changed++] = c * 4 + kind;
+    }
+    t->field_start = end + 1;
+}
+
+/*
+ * The record ending at buf[end] (a line break; or the end of the buffer, at_end) is plain:
+ * type its last field and apply its changes.
+ */
+static inline void
+type_record(Typing *t, const unsigned char *buf, Py_ssize_t end, int at_end)
+{
+    Py_ssize_t field_end = end;
+    if (!at_end && field_end > t->field_start && buf[field_end] == '\n' && buf[field_end - 1] == '\r')
+        field_end--; /* the CR of a CRLF */
+    type_field(t, buf, field_end);
+    t->field_start = end + 1;
+    for (Py_ssize_t k = 0; k < t->changed; k++) {
+        const Py_ssize_t c = t->changes[k] / 4;
+        const unsigned char kind = (unsigned char)(t->changes[k] % 4);
+        if (kind > t->states[c]) {
+            t->open -= kind == NOT_LONG;
+            t->states[c] = kind;
+        }
+    }
+    t->changed = 0;
+    t->column = 0;
+}
+
 typedef struct {
     Py_ssize_t records;   /* plain records read */
     Py_ssize_t consumed;  /* where they end: the start of the record that stopped the scan */
@@ -177,7 +278,7 @@ typedef struct {
 
 static void
 scan_plain(const unsigned char *buf, Py_ssize_t len, unsigned char delimiter, Py_ssize_t columns, int final,
-           const Stops *stops, PlainScan *out)
+           const Stops *stops, Typing *typing, PlainScan *out)
 {
     Py_ssize_t records = 0, record_start = 0, delims = 0;
     Py_ssize_t utf8_checked = 0, utf8_error = -1; /* bytes before utf8_checked are UTF-8 */
@@ -250,6 +351,11 @@ scan_plain(const unsigned char *buf, Py_ssize_t len, unsigned char delimiter, Py
                 stopped = 1;
                 break;
             }
+            if (typing->open) {
+                for (uint64_t ends = delim_bits & upto; ends; ends &= ends - 1)
+                    type_field(typing, buf, base + CTZ(ends));
+                type_record(typing, buf, base + b, 0);
+            }
             delim_bits &= ~upto;
             problems &= ~upto;
             pending &= pending - 1;
@@ -262,6 +368,9 @@ scan_plain(const unsigned char *buf, Py_ssize_t len, unsigned char delimiter, Py
             break;
         }
         delims += POPCOUNT(delim_bits);
+        if (typing->open) /* the fields of the record that goes on in the next window */
+            for (uint64_t ends = delim_bits; ends; ends &= ends - 1)
+                type_field(typing, buf, base + CTZ(ends));
         inside_before = (inside >> (n - 1)) & 1 ? ~(uint64_t)0 : 0;
         edge_before = (edges >> (n - 1)) & 1;
         line_start = (breaks >> (n - 1)) & 1;
@@ -271,6 +380,8 @@ scan_plain(const unsigned char *buf, Py_ssize_t len, unsigned char delimiter, Py
         if (inside_before || delims != columns - 1)
             stopped = 1;
         else {
+            if (typing->open)
+                type_record(typing, buf, len, 1);
             records++;
             record_start = len;
         }
@@ -282,27 +393,32 @@ scan_plain(const unsigned char *buf, Py_ssize_t len, unsigned char delimiter, Py
 }
 
 PyDoc_STRVAR(plain_records_doc,
-"plain_records(buffer, delimiter, columns, final, stops) -> (records, consumed, stopped, utf8_error)\n\n"
+"plain_records(buffer, delimiter, columns, final, stops, types=None) -> (records, consumed, stopped, utf8_error)\n\n"
 "Count the plain records of ``columns`` fields at the start of ``buffer`` (which must\n"
 "start on a record boundary). ``consumed`` is where the plain records end; ``stopped``\n"
 "is True when the record there is not plain (read it exactly), False when the buffer\n"
 "ran out (the rest is an incomplete record, or nothing). ``final`` says the buffer\n"
 "ends the file, so its last record needs no line break. ``utf8_error`` is the offset\n"
 "of the first byte that is not UTF-8 (where bytes.decode would report it), or -1.\n"
-"``stops`` holds the bytes no plain record has (the rules' stop table, at most 16).");
+"``stops`` holds the bytes no plain record has (the rules' stop table, at most 16).\n"
+"``types``, when given, is a writable buffer of one state per column (validation/types.py:\n"
+"0 no value yet, 1 all longs so far, 2 not a long column), raised in place by the values\n"
+"of the plain records read.");
 
 static PyObject *
 plain_records(PyObject *module, PyObject *args)
 {
-    Py_buffer view;
+    Py_buffer view, types_view;
+    PyObject *types = Py_None;
+    Typing typing = {0};
     int delimiter, final;
     Py_ssize_t columns, stop_count;
     const char *stop_bytes;
     Stops stops;
     PlainScan scan;
     (void)module;
-    if (!PyArg_ParseTuple(args, "y*Cnpy#:plain_records", &view, &delimiter, &columns, &final, &stop_bytes,
-                          &stop_count))
+    if (!PyArg_ParseTuple(args, "y*Cnpy#|O:plain_records", &view, &delimiter, &columns, &final, &stop_bytes,
+                          &stop_count, &types))
         return NULL;
     if (delimiter < 1 || delimiter > 127 || delimiter == '"' || delimiter == '\n' || delimiter == '\r' ||
         columns < 1) {
@@ -323,9 +439,37 @@ plain_records(PyObject *module, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "at most 16 stop bytes, none a quote, a line break or the separator");
         return NULL;
     }
+    if (types != Py_None) {
+        if (PyObject_GetBuffer(types, &types_view, PyBUF_WRITABLE) < 0) {
+            PyBuffer_Release(&view);
+            return NULL;
+        }
+        if (types_view.len < columns) {
+            PyBuffer_Release(&types_view);
+            PyBuffer_Release(&view);
+            PyErr_SetString(PyExc_ValueError, "types needs one byte per column");
+            return NULL;
+        }
+        typing.states = types_view.buf;
+        typing.columns = columns;
+        for (Py_ssize_t c = 0; c < columns; c++)
+            typing.open += typing.states[c] != NOT_LONG;
+        if (typing.open) {
+            typing.changes = PyMem_Malloc((size_t)columns * sizeof(Py_ssize_t));
+            if (typing.changes == NULL) {
+                PyBuffer_Release(&types_view);
+                PyBuffer_Release(&view);
+                return PyErr_NoMemory();
+            }
+        }
+    }
     Py_BEGIN_ALLOW_THREADS
-    scan_plain(view.buf, view.len, (unsigned char)delimiter, columns, final, &stops, &scan);
+    scan_plain(view.buf, view.len, (unsigned char)delimiter, columns, final, &stops, &typing, &scan);
     Py_END_ALLOW_THREADS
+    if (types != Py_None) {
+        PyMem_Free(typing.changes);
+        PyBuffer_Release(&types_view);
+    }
     PyBuffer_Release(&view);
     return Py_BuildValue("nnOn", scan.records, scan.consumed, scan.stopped ? Py_True : Py_False, scan.utf8_error);
 }

@@ -30,7 +30,7 @@ import os
 from types import ModuleType
 from typing import NamedTuple, Protocol
 
-from airflow_tables.validation import dialect, rules
+from airflow_tables.validation import dialect, rules, types
 
 _speedups: ModuleType | None
 try:
@@ -59,8 +59,12 @@ class Kernel(Protocol):
     #: Files with more data than this are scanned on two processes (see ranges.scan_data).
     parallel_min_bytes: int
 
-    def scan(self, block: memoryview, final: bool) -> BlockScan:
-        """Read the plain records at the start of ``block``; ``final`` when it ends the file."""
+    def scan(self, block: memoryview, final: bool, states: bytearray | None = None) -> BlockScan:
+        """Read the plain records at the start of ``block``; ``final`` when it ends the file.
+
+        ``states``: one byte per column (see :mod:`.types`), folded with the values of
+        the plain records read (only those: a record handed back is typed by the exact read).
+        """
 
 
 def native_available() -> bool:
@@ -99,9 +103,9 @@ class NativeKernel:
         self.delimiter = delimiter
         self.columns = columns
 
-    def scan(self, block: memoryview, final: bool) -> BlockScan:
+    def scan(self, block: memoryview, final: bool, states: bytearray | None = None) -> BlockScan:
         records, consumed, stopped, utf8_error = self._native.plain_records(
-            block, self.delimiter, self.columns, final, rules.STOP_BYTES
+            block, self.delimiter, self.columns, final, rules.STOP_BYTES, states
         )
         return BlockScan(records, consumed, stopped, utf8_error if 0 <= utf8_error < consumed else -1)
 
@@ -179,7 +183,32 @@ class PythonKernel:
         self.verify_bytes = VERIFY_BYTES if verify_bytes is None else verify_bytes
         self.verified = 0
 
-    def scan(self, block: memoryview, final: bool) -> BlockScan:
+    def scan(self, block: memoryview, final: bool, states: bytearray | None = None) -> BlockScan:
+        found = self._scan(block, final)
+        if states is not None and found.records and min(states, default=types.NOT_LONG) < types.NOT_LONG:
+            self._fold_types(bytes(block[: found.consumed]), states)
+        return found
+
+    def _fold_types(self, data: bytes, states: bytearray) -> None:
+        """Fold the values of ``data`` (plain records, each of the header's width) into ``states``.
+
+        Column by column, a batch at a time (:func:`types.fold`), and only for the columns
+        not yet known to be ``string``. Plain records without a quote split on the separator
+        alone; with one, :class:`dialect.Records` reads them (quotes removed, ``""`` read as ``"``).
+        """
+        text = data.decode("utf-8", errors="replace")
+        if '"' in text:
+            rows = [fields for _, fields in dialect.parse_records(text, self.delimiter)]
+        else:
+            lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+            if lines and not lines[-1]:
+                lines.pop()  # the last record's line break
+            rows = [line.split(self.delimiter) for line in lines]
+        open_columns = [c for c, state in enumerate(states) if state != types.NOT_LONG]
+        for column in open_columns:
+            states[column] = types.fold(states[column], [row[column] for row in rows])
+
+    def _scan(self, block: memoryview, final: bool) -> BlockScan:
         data = bytes(block)
         skeleton = _Skeleton(data, self.delete)
         if final:

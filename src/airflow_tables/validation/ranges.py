@@ -28,7 +28,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from airflow_tables.validation import dialect, kernels, rules
+from airflow_tables.validation import dialect, kernels, rules, types
 from airflow_tables.validation.rules import Problem
 
 CHUNK_BYTES = 1024 * 1024
@@ -63,6 +63,8 @@ class RangeScan:
     stopped: bool = False  # an unrecoverable problem ended the scan early
     resume_offset: int | None = None  # set when the range did not end on a record boundary
     to_eof: bool = False  # the scan read exactly past its range, to the end of the file
+    #: Each column's state by :mod:`.types` (UNSEEN, SEEN_LONG, NOT_LONG), when the scan was asked to type them.
+    types: list[int] | None = None
 
     def to_json(self) -> str:
         data = dict(self.__dict__)
@@ -93,6 +95,8 @@ class RangeScan:
             if not any(q.code == p.code for q in self.problems):
                 self.problems.append(p.moved(lines=self.lines or 0, records=self.records))
         self.ragged_total += other.ragged_total
+        if self.types is not None and other.types is not None:
+            self.types = list(map(max, self.types, other.types))
         self.records += other.records
         self.lines = None if self.lines is None or other.lines is None else self.lines + other.lines
         self.end = other.end
@@ -155,17 +159,27 @@ class _RangeReader:
     past the end of the range.
     """
 
-    def __init__(self, path: str | os.PathLike | None, start: int, delimiter: str, columns: int) -> None:
+    def __init__(
+        self, path: str | os.PathLike | None, start: int, delimiter: str, columns: int, column_types: bool = False
+    ) -> None:
         self.path = path  # None for a stream, which cannot be read again
         self.delimiter = delimiter
         self.columns = columns
         self.kernel = kernels.kernel(delimiter, columns)
         self.result = RangeScan(start=start, end=start)
         self.utf8_ok = True
+        #: The columns' states (see :mod:`.types`), updated by the kernel in the same pass; None when not asked.
+        self.types = bytearray(columns) if column_types else None
+
+    def finish(self) -> RangeScan:
+        """The range's findings, with the columns' states when they were asked for."""
+        if self.types is not None:
+            self.result.types = list(self.types)
+        return self.result
 
     def plain(self, block: memoryview, final: bool) -> kernels.BlockScan:
         """Account for the plain records at the start of ``block`` (which starts at ``result.end``)."""
-        found = self.kernel.scan(block, final)
+        found = self.kernel.scan(block, final, self.types)
         if found.utf8_error >= 0:
             self._utf8_problem(bytes(block[: found.utf8_error + 1]), found.utf8_error)
         self.result.records += found.records
@@ -178,12 +192,17 @@ class _RangeReader:
         res.to_eof = True
         res.lines = count_breaks(f, res.start, offset)
         records = dialect.Records(self._text_lines(f, offset), self.delimiter, res.lines + 1)
+        states = self.types
         for line, fields in records:
             res.records += 1
             if len(fields) != self.columns:
                 res.ragged_total += 1
                 if len(res.ragged) < MAX_LISTED:
                     res.ragged.append((res.records, line, len(fields)))
+            elif states is not None:  # a ragged record is refused, not typed: the service never reads it
+                for column, value in enumerate(fields):
+                    if states[column] != types.NOT_LONG:
+                        states[column] = max(states[column], types.value_kind(value))
         if records.unterminated_line is not None:
             res.problems.append(rules.UNTERMINATED_QUOTE.problem(line=records.unterminated_line, record=res.records))
 
@@ -259,31 +278,34 @@ class _Buffer:
         self.size = rest
 
 
-def scan_range(path: str | os.PathLike, start: int, stop: int | None, delimiter: str, columns: int) -> RangeScan:
+def scan_range(
+    path: str | os.PathLike, start: int, stop: int | None, delimiter: str, columns: int, column_types: bool = False
+) -> RangeScan:
     """Scan ``path`` from ``start`` (a record boundary) to ``stop`` (or the end).
 
     With a ``stop``, the range must end on a record boundary; when it does not (the
     split fell inside a quoted field), the result covers up to the last boundary and
     ``resume_offset`` says where to go on from. When a record is not plain the scan goes
-    on exactly to the end of the file and ``to_eof`` is set.
+    on exactly to the end of the file and ``to_eof`` is set. ``column_types``: also
+    keep each column's state by :mod:`.types` (``RangeScan.types``), in the same pass.
     """
-    reader = _RangeReader(path, start, delimiter, columns)
+    reader = _RangeReader(path, start, delimiter, columns, column_types)
     with open(path, "rb", buffering=0) as f:
         f.seek(start)
         if not _read_plain(reader, f, start, stop):
             reader.exact_to_end(f, reader.result.end)
-    return reader.result
+    return reader.finish()
 
 
-def scan_stream(f, start: int, delimiter: str, columns: int) -> RangeScan:
+def scan_stream(f, start: int, delimiter: str, columns: int, column_types: bool = False) -> RangeScan:
     """Scan a binary stream positioned at ``start`` (a record boundary) to its end, reading it once.
 
     Only plain records can be scanned this way; anything else raises :class:`NotPlain`.
     """
-    reader = _RangeReader(None, start, delimiter, columns)
+    reader = _RangeReader(None, start, delimiter, columns, column_types)
     if not _read_plain(reader, f, start, None):
         raise NotPlain("a record that is not plain")
-    return reader.result
+    return reader.finish()
 
 
 def _read_plain(reader: _RangeReader, f, start: int, stop: int | None) -> bool:
@@ -336,30 +358,35 @@ def split_point(path: str | os.PathLike, start: int, size: int, delimiter: str, 
     return None
 
 
-def scan_data(path: str | os.PathLike, start: int, size: int, delimiter: str, columns: int) -> RangeScan:
+def scan_data(
+    path: str | os.PathLike, start: int, size: int, delimiter: str, columns: int, column_types: bool = False
+) -> RangeScan:
     """Scan the records after the header, on two processes when the file is large."""
     mid = None
     if size - start >= kernels.kernel(delimiter, columns).parallel_min_bytes and (os.cpu_count() or 1) > 1:
         mid = split_point(path, start, size, delimiter, columns)
     if mid is None:
-        return scan_range(path, start, None, delimiter, columns)
+        return scan_range(path, start, None, delimiter, columns, column_types)
     import subprocess  # only large files pay for it
 
     child = subprocess.Popen(
-        [sys.executable, "-m", "airflow_tables.validation.ranges", os.fspath(path), str(mid), delimiter, str(columns)],
+        [
+            *(sys.executable, "-m", "airflow_tables.validation.ranges", os.fspath(path)),
+            *(str(mid), delimiter, str(columns), str(int(column_types))),
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
     )
     try:
-        first = scan_range(path, start, mid, delimiter, columns)
+        first = scan_range(path, start, mid, delimiter, columns, column_types)
         if first.stopped or first.to_eof or first.resume_offset is not None:
             if first.resume_offset is not None:  # the split fell inside a quoted field
-                first.absorb(scan_range(path, first.resume_offset, None, delimiter, columns), path)
+                first.absorb(scan_range(path, first.resume_offset, None, delimiter, columns, column_types), path)
                 first.resume_offset = None
             return first
         out, _ = child.communicate()
         if child.returncode != 0:  # the child died (out of memory, killed): do its half here
-            first.absorb(scan_range(path, mid, None, delimiter, columns), path)
+            first.absorb(scan_range(path, mid, None, delimiter, columns, column_types), path)
         else:
             first.absorb(RangeScan.from_json(out.decode()), path)
         return first
@@ -371,8 +398,8 @@ def scan_data(path: str | os.PathLike, start: int, size: int, delimiter: str, co
 
 def _worker_main(argv: list[str]) -> int:
     """The child half of :func:`scan_data`: scan from an offset to the end, print JSON."""
-    path, start, delimiter, columns = argv[0], int(argv[1]), argv[2], int(argv[3])
-    sys.stdout.write(scan_range(path, start, None, delimiter, columns).to_json())
+    path, start, delimiter, columns, column_types = argv[0], int(argv[1]), argv[2], int(argv[3]), argv[4] == "1"
+    sys.stdout.write(scan_range(path, start, None, delimiter, columns, column_types).to_json())
     return 0
 
 

@@ -54,6 +54,7 @@ class CsvReport(Findings):
             "columns": self.columns,
             "column_count": self.column_count,
             "rows": self.rows,
+            "column_types": self.column_types,
             "stopped": None if self.stopped is None else self.stopped.to_dict(),
             "errors": [p.to_dict() for p in self.errors],
             "warnings": [p.to_dict() for p in self.warnings],
@@ -99,6 +100,7 @@ def validate_csv(
     max_columns: int = rules.MAX_COLUMNS,
     max_bytes: int = rules.MAX_BYTES,
     encoding: str | None = None,
+    column_types: bool = False,
 ) -> CsvReport:
     """Read ``path`` once, streaming, in bounded memory, and report what the service will make of it.
 
@@ -110,6 +112,9 @@ def validate_csv(
     ``encoding`` declares the file's encoding (any Python codec name): the file is then
     checked as text in it, as the UTF-8 it will be sent as, and a byte not valid in it
     is an ``encoding`` error with its line. Without it, the file must be UTF-8.
+    ``column_types``: also type each column by the service's rule (``long`` or ``string``,
+    see :mod:`airflow_tables.validation.types`) in the same single pass, into
+    :attr:`CsvReport.column_types` (None when an error stopped the reading).
 
     Never raises for a bad file: every problem is in ``errors`` (call
     :meth:`CsvReport.raise_for_errors` to fail). A path that is missing, a
@@ -123,11 +128,15 @@ def validate_csv(
         source = open_source(path, encoding=encoding)
     except SourceError as err:
         return _unreadable(err.label, err.reason)
-    return validate_source(source, max_columns=max_columns, max_bytes=max_bytes)
+    return validate_source(source, max_columns=max_columns, max_bytes=max_bytes, column_types=column_types)
 
 
 def validate_source(
-    source: Source, *, max_columns: int = rules.MAX_COLUMNS, max_bytes: int = rules.MAX_BYTES
+    source: Source,
+    *,
+    max_columns: int = rules.MAX_COLUMNS,
+    max_bytes: int = rules.MAX_BYTES,
+    column_types: bool = False,
 ) -> CsvReport:
     """:func:`validate_csv` for a :class:`~airflow_tables.sources.Source`.
 
@@ -145,7 +154,7 @@ def validate_source(
     try:
         misread = _utf8_declared_otherwise(source)
         if source.codec is None and not source.is_local_utf8:
-            scan = _scan_object(source, limits)
+            scan = _scan_object(source, limits, column_types)
             if scan is not None:
                 return _scanned(source, scan)
         with staged(source, max_bytes=max_bytes) as local:
@@ -153,7 +162,7 @@ def validate_source(
                 too_large = rules.too_large_problem(max_bytes, limits, at_least=True)
                 return _report(source, errors=[too_large])
             assert local.local_path is not None  # staged: the bytes are in a local file
-            scan = scan_file(local.local_path, limits)
+            scan = scan_file(local.local_path, limits, column_types=column_types)
             found = local.undecodable()
             undecodable = (
                 None if found is None else rules.UNDECODABLE.problem(line=found.line, description=found.describe())
@@ -204,12 +213,12 @@ def _utf8_declared_otherwise(source: Source) -> list[Problem]:
     return [rules.MOJIBAKE.problem(encoding=codec.name, word=word.group(), misread=misread)]
 
 
-def _scan_object(source: Source, limits: rules.Limits) -> FileScan | None:
+def _scan_object(source: Source, limits: rules.Limits, column_types: bool) -> FileScan | None:
     """Scan an object as it streams; None when only a local copy can describe it (see :func:`scan_stream`)."""
     from airflow_tables.sources import changed_size
 
     with source.open() as stream:
-        scan = scan_stream(stream, source.label, source.stored_size, limits)
+        scan = scan_stream(stream, source.label, source.stored_size, limits, column_types=column_types)
     if scan is not None and scan.size_bytes != source.stored_size:
         raise changed_size(source, scan.size_bytes)
     return scan
@@ -237,6 +246,7 @@ def _scanned(
             "warnings": warnings,
             "encoding": source.encoding or scan.encoding,
             "stopped": undecodable or scan.stopped,
+            "column_types": None if undecodable else scan.column_types,
         }
     )
 

@@ -16,7 +16,7 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, cast
 
-from airflow_tables.validation import dialect, kernels, rules
+from airflow_tables.validation import dialect, kernels, rules, types
 from airflow_tables.validation.ranges import (
     MAX_RECORD_BYTES,
     NotPlain,
@@ -48,6 +48,9 @@ class Findings:
     stopped: Problem | None = None
     #: How many columns the header has (``len(columns)`` unless it is too wide; -1 when made: ``len(columns)``).
     column_count: int = -1
+    #: Each named column's ``DataType`` by the service's rule (:mod:`.types`: ``"long"`` or ``"string"``),
+    #: from the same pass over the file; None when not asked for, or when an error stopped the reading.
+    column_types: list[str] | None = None
 
     def __post_init__(self) -> None:
         if self.column_count < 0:
@@ -114,20 +117,31 @@ def read_header(f, offset: int, size: int, delimiter: str, keep: int) -> tuple[b
         pos = end
 
 
-def scan_file(path: str | os.PathLike, limits: rules.Limits = rules.SERVICE_LIMITS) -> FileScan:
-    """Read ``path`` once, streaming, and report everything the service's rules say about it."""
+def scan_file(
+    path: str | os.PathLike, limits: rules.Limits = rules.SERVICE_LIMITS, *, column_types: bool = False
+) -> FileScan:
+    """Read ``path`` once, streaming, and report everything the service's rules say about it.
+
+    ``column_types``: also type each column by the service's rule (:mod:`.types`), in the
+    same pass (``FileScan.column_types``).
+    """
     path = os.fspath(path)
     size = os.stat(path).st_size
 
     def records(f: BinaryIO, offset: int, delimiter: str, columns: int) -> RangeScan:
-        return scan_data(path, offset, size, delimiter, columns)
+        return scan_data(path, offset, size, delimiter, columns, column_types)
 
     with open(path, "rb") as f:
         return _scan(f, path, size, limits, records)
 
 
 def scan_stream(
-    stream: BinaryIO, label: str, size: int, limits: rules.Limits = rules.SERVICE_LIMITS
+    stream: BinaryIO,
+    label: str,
+    size: int,
+    limits: rules.Limits = rules.SERVICE_LIMITS,
+    *,
+    column_types: bool = False,
 ) -> FileScan | None:
     """:func:`scan_file` for a UTF-8 stream of ``size`` bytes (an object in storage), read once as it arrives.
 
@@ -144,7 +158,7 @@ def scan_stream(
         nonlocal read_to_end
         replay.seek(offset)
         replay.forget()
-        found = scan_stream_records(replay, offset, delimiter, columns)
+        found = scan_stream_records(replay, offset, delimiter, columns, column_types)
         read_to_end = True
         return found
 
@@ -230,6 +244,8 @@ def _scan(
         scan.errors.append(rules.ragged_rows_problem(data.ragged_total, listed, scan.column_count))
     if not data.stopped and data.records == 0:
         scan.warnings.append(rules.NO_ROWS.problem())
+    if data.types is not None and scan.stopped is None:
+        scan.column_types = [types.type_of(state) for state in data.types[: len(scan.columns)]]
     return scan
 
 
