@@ -16,7 +16,7 @@ from airflow.triggers.base import TriggerEvent
 
 from airflow_tables.model import RefreshWatch
 from airflow_tables.triggers import _department_poller
-from airflow_tables.triggers.tables import DataTablesProcessedTrigger, DataTablesTableRefreshedTrigger
+from airflow_tables.triggers.tables import ARGS_VERSION, DataTablesProcessedTrigger, DataTablesTableRefreshedTrigger
 
 KWARGS = {
     "project_id": "PRJ-1",
@@ -64,7 +64,7 @@ def first_event(trigger: DataTablesProcessedTrigger, timeout: float = 30) -> Tri
 def test_serialize_round_trip():
     classpath, kwargs = DataTablesProcessedTrigger(**KWARGS).serialize()
     assert classpath == "airflow_tables.triggers.tables.DataTablesProcessedTrigger"
-    assert kwargs == KWARGS
+    assert kwargs == {**KWARGS, "version": ARGS_VERSION}
     assert json.loads(json.dumps(kwargs)) == kwargs  # plain JSON, nothing else
     assert DataTablesProcessedTrigger(**kwargs).serialize() == (classpath, kwargs)
 
@@ -291,7 +291,7 @@ def test_refreshed_serialize_round_trip():
     kwargs = {"project_id": "PRJ-1", "card_id": "CRD-1", "datatables_conn_id": "dt", "poll_interval": 5.0}
     classpath, out = DataTablesTableRefreshedTrigger(**kwargs).serialize()
     assert classpath == "airflow_tables.triggers.tables.DataTablesTableRefreshedTrigger"
-    assert out == kwargs and json.loads(json.dumps(out)) == out
+    assert out == {**kwargs, "version": ARGS_VERSION} and json.loads(json.dumps(out)) == out
     assert DataTablesTableRefreshedTrigger(**out).serialize() == (classpath, out)
 
 

@@ -19,6 +19,7 @@ that could never succeed fails there, not in the triggerer's shared poller.
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections.abc import AsyncIterator
@@ -28,10 +29,17 @@ from airflow.triggers.base import BaseEventTrigger, BaseTrigger, TriggerEvent
 
 from airflow_tables.model import RefreshWatch, TableSummary, TableWatch
 from airflow_tables.triggers._department_poller import watch
+from airflow_tables.triggers._ledger import Ledger, opened, state_key
+
+log = logging.getLogger(__name__)
 
 #: Event statuses besides the table statuses ("ready", "failed", "gone").
 TIMEOUT = "timeout"
 ERROR = "error"
+#: The version of the triggers' serialized arguments (``version`` in :meth:`serialize`). 1: the
+#: releases that wrote none; 2: ``version`` written. Raise it when an argument is added or its
+#: meaning changes, and keep building triggers from every older version's arguments.
+ARGS_VERSION = 2
 
 
 class DataTablesProcessedTrigger(BaseTrigger):
@@ -45,6 +53,7 @@ class DataTablesProcessedTrigger(BaseTrigger):
     :param deadline: wall-clock end of the wait (Unix time); ``None`` waits for ever.
     :param replaced_after: for a replacement, the table's ``UploadCompletionTime`` before it,
         so that the previous file's "ready" is not taken for the new one's.
+    :param version: the version of these arguments (:data:`ARGS_VERSION`; see :func:`_check_version`).
     """
 
     def __init__(
@@ -56,8 +65,11 @@ class DataTablesProcessedTrigger(BaseTrigger):
         poll_interval: float = 30.0,
         deadline: float | None = None,
         replaced_after: str | None = None,
+        version: int | None = None,
+        **unknown: Any,
     ) -> None:
         super().__init__()
+        _check_version(self, version, unknown)
         self.project_id, self.card_id, self.poll_interval = _checked(project_id, card_id, poll_interval)
         if deadline is not None and (
             isinstance(deadline, bool) or not isinstance(deadline, (int, float)) or math.isnan(deadline)
@@ -123,6 +135,7 @@ class DataTablesTableRefreshedTrigger(BaseEventTrigger):
     :param card_id: the table (CardID).
     :param datatables_conn_id: the ``datatables`` connection.
     :param poll_interval: seconds between listings of the department (shared with other waits).
+    :param version: the version of these arguments (:data:`ARGS_VERSION`; see :func:`_check_version`).
     """
 
     def __init__(
@@ -132,8 +145,11 @@ class DataTablesTableRefreshedTrigger(BaseEventTrigger):
         card_id: str,
         datatables_conn_id: str = "datatables_default",
         poll_interval: float = 60.0,
+        version: int | None = None,
+        **unknown: Any,
     ) -> None:
         super().__init__()
+        _check_version(self, version, unknown)
         self.project_id, self.card_id, self.poll_interval = _checked(project_id, card_id, poll_interval)
         self.datatables_conn_id = datatables_conn_id
 
@@ -141,7 +157,9 @@ class DataTablesTableRefreshedTrigger(BaseEventTrigger):
         return _serialized(self, "project_id", "card_id", "datatables_conn_id", "poll_interval")
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        table = RefreshWatch(self.card_id)
+        key = state_key(self.datatables_conn_id, self.project_id, self.card_id)
+        ledger: Ledger | None = None
+        table = RefreshWatch(self.card_id)  # what this watch last knew; the store's copy is the one that counts
         async with watch(self.datatables_conn_id, self.project_id, self.card_id, self.poll_interval) as subscription:
             while True:
                 snapshot = await subscription.next()
@@ -154,18 +172,49 @@ class DataTablesTableRefreshedTrigger(BaseEventTrigger):
                 if snapshot.stale_for(self.card_id):
                     continue
                 summary = snapshot.cards.get(self.card_id)
-                table, refreshed = table.observe(summary)
-                if refreshed and summary is not None:
-                    self.log.info("table %s was refreshed (read at %s)", self.card_id, table.baseline)
-                    yield TriggerEvent(
-                        {
-                            "card_id": self.card_id,
-                            "project_id": self.project_id,
-                            "completion_time": table.baseline,
-                            "rows": _rows(summary),
-                            "summary": summary,
-                        }
+                try:
+                    if ledger is None:
+                        ledger, stored = await opened(self, key, self.card_id)
+                        table = stored or table
+                    event, table = await self._look(ledger, table, summary)
+                except Exception as err:  # the store cannot be reached now: no event without a claim; next look
+                    self.log.warning(
+                        "watching %s: its stored state could not be read or written (%s: %s); trying again next look",
+                        self.card_id,
+                        type(err).__name__,
+                        err,
                     )
+                    continue
+                if event is not None:
+                    yield event
+
+    async def _look(
+        self, ledger: Ledger, table: RefreshWatch, summary: dict | None
+    ) -> tuple[TriggerEvent | None, RefreshWatch]:
+        """One look at the table: the event to fire (at most one, claimed in the store) and the watch to carry on."""
+        seen, refreshed = table.observe(summary)
+        if seen == table:
+            return None, table
+        stored, _ = await ledger.load()  # another triggerer may have moved it on: the store decides
+        before = stored or table
+        seen, refreshed = before.observe(summary)
+        if seen == before:
+            return None, before
+        if not refreshed or summary is None:
+            await ledger.save(seen)  # a read under way, a failed read, the first look: nothing to report
+            return None, seen
+        if not await ledger.claim(stored, seen):
+            self.log.info("the refresh of %s read at %s was reported already", self.card_id, seen.baseline)
+            return None, (await ledger.load())[0] or seen
+        self.log.info("table %s was refreshed (read at %s)", self.card_id, seen.baseline)
+        payload = {
+            "card_id": self.card_id,
+            "project_id": self.project_id,
+            "completion_time": seen.baseline,
+            "rows": _rows(summary),
+            "summary": summary,
+        }
+        return TriggerEvent(payload), seen
 
 
 def _rows(summary: dict) -> int | None:
@@ -198,6 +247,31 @@ def _checked(project_id: object, card_id: object, poll_interval: object) -> tupl
     return project_id, card_id, interval  # type: ignore[return-value]  # card_id_problem checked it is a str
 
 
+def _check_version(trigger: BaseTrigger, version: object, unknown: dict[str, Any]) -> None:
+    """Accept arguments serialized by any release: older ones lack ``version``, newer ones may bring more.
+
+    A deferred task outlives an upgrade of the provider: the triggerer that resumes it builds
+    the trigger from the arguments the previous release wrote. Arguments it lacks take their
+    defaults (every argument added after the first release has one); arguments this release
+    does not know (a newer release's, after a downgrade) are ignored, and said so.
+    """
+    if version is not None and (isinstance(version, bool) or not isinstance(version, int) or version < 1):
+        raise ValueError(f"version must be the version of the trigger's arguments (an integer >= 1), not {version!r}")
+    name = type(trigger).__name__
+    if unknown:
+        log.warning(
+            "%s: ignoring arguments this release does not know: %s (written by a newer release, version %s;"
+            " this release writes version %d)",
+            name,
+            ", ".join(sorted(unknown)),
+            version,
+            ARGS_VERSION,
+        )
+    elif version is not None and version > ARGS_VERSION:
+        log.warning("%s: arguments of version %d, newer than this release's %d", name, version, ARGS_VERSION)
+
+
 def _serialized(trigger: BaseTrigger, *names: str) -> tuple[str, dict[str, Any]]:
-    """A trigger's class path and its kwargs: plain JSON, the constructor's own names."""
-    return f"{type(trigger).__module__}.{type(trigger).__qualname__}", {name: getattr(trigger, name) for name in names}
+    """A trigger's class path and its kwargs: plain JSON, the constructor's own names, and their version."""
+    kwargs = {name: getattr(trigger, name) for name in names}
+    return f"{type(trigger).__module__}.{type(trigger).__qualname__}", {**kwargs, "version": ARGS_VERSION}

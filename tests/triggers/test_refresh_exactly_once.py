@@ -1,0 +1,162 @@
+"""The refresh watch reports each refresh exactly once across restarts and between two triggerers.
+
+Its state lives where the triggerer hands it (``asset_state_store`` on Airflow 3.3): here a
+store with the same ``aget``/``aset`` interface, shared the way the metadata database is
+shared between a killed triggerer and its successor, or between two triggerers. The real
+store and the real kill are in tests/e2e/test_refresh_watcher.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from airflow_tables.triggers import _department_poller, _ledger
+from airflow_tables.triggers.tables import DataTablesTableRefreshedTrigger
+
+from .test_tables import small_csv
+
+
+class SharedStore:
+    """One asset's state store as the triggerer hands it to a watcher: ``aget``/``aset`` of JSON values."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, object] = {}
+        self.writes = 0
+        self.broken = False
+
+    async def aget(self, key: str, default=None):
+        if self.broken:
+            raise ConnectionError("the API server is down")
+        await asyncio.sleep(0.01)  # a round trip, so that two claimants interleave
+        return self.values.get(key, default)
+
+    async def aset(self, key: str, value) -> None:
+        if self.broken:
+            raise ConnectionError("the API server is down")
+        await asyncio.sleep(0.01)
+        self.writes += 1
+        self.values[key] = value
+
+
+@pytest.fixture(autouse=True)
+def short_settle(monkeypatch):
+    monkeypatch.setattr(_ledger, "SETTLE_SECONDS", 0.3)
+
+
+@pytest.fixture
+def table(datatables_conn, tmp_path):
+    from airflow_tables.hooks.tables import DataTablesHook
+
+    hook = DataTablesHook()
+    card_id = hook.import_csv(None, small_csv(tmp_path))
+    hook.wait_for_processed(None, card_id, poll_interval=0.05, timeout=30)
+    return hook, card_id
+
+
+def watcher(emulator, card_id: str, store: SharedStore) -> DataTablesTableRefreshedTrigger:
+    trigger = DataTablesTableRefreshedTrigger(project_id=emulator.project_id, card_id=card_id, poll_interval=0.1)
+    trigger.asset_state_store = store  # as the triggerer does for an asset watcher (Airflow 3.3)
+    return trigger
+
+
+def refresh(hook, card_id: str, tmp_path, rows: int) -> None:
+    """A replacement straight on the service, a second after the last read (completion times have whole seconds)."""
+    time.sleep(1.05)
+    hook.import_csv(None, small_csv(tmp_path, rows=rows), card_id=card_id)
+    hook.wait_for_processed(None, card_id, poll_interval=0.05, timeout=30, replaced_after=None)
+
+
+async def watch_for(triggers, seconds: float, during=None) -> list:
+    """Each event the triggers fire, as (index, payload), until ``seconds`` after ``during()`` (run meanwhile)."""
+    events: list = []
+    gens = [t.run() for t in triggers]
+
+    async def collect(i, gen):
+        async for event in gen:
+            events.append((i, event.payload))
+
+    tasks = [asyncio.ensure_future(collect(i, g)) for i, g in enumerate(gens)]
+    if during is not None:
+        await asyncio.to_thread(during)
+    await asyncio.sleep(seconds)
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    for gen in gens:
+        await gen.aclose()
+    return events
+
+
+def settled(store: SharedStore, key_part: str):
+    return next(v for k, v in store.values.items() if key_part in k)
+
+
+def test_a_refresh_made_while_the_watch_was_down_fires_once_and_an_earlier_one_never_again(
+    datatables_conn, table, tmp_path
+):
+    hook, card_id = table
+    store = SharedStore()
+    # The first triggerer: its first look is the baseline; a refresh; the event.
+    first = asyncio.run(
+        watch_for([watcher(datatables_conn, card_id, store)], 1.5, lambda: refresh(hook, card_id, tmp_path, 7))
+    )
+    assert [payload["rows"] for _, payload in first] == [7]
+    assert settled(store, card_id)["baseline"] == first[0][1]["completion_time"]
+    # Down (its task gone, as with SIGKILL: nothing runs on the way out): a refresh nobody watches.
+    refresh(hook, card_id, tmp_path, 9)
+    # The next triggerer builds the trigger from its arguments and finds the stored baseline.
+    second = asyncio.run(watch_for([watcher(datatables_conn, card_id, store)], 1.5))
+    assert [payload["rows"] for _, payload in second] == [9]
+    assert second[0][1]["completion_time"] > first[0][1]["completion_time"]
+    # And once more with nothing new: the refresh reported before is never reported again.
+    assert asyncio.run(watch_for([watcher(datatables_conn, card_id, store)], 1.0)) == []
+    assert _department_poller.pollers() == []
+
+
+def test_two_triggerers_running_the_same_watch_report_a_refresh_once(datatables_conn, table, tmp_path):
+    hook, card_id = table
+    store = SharedStore()
+    both = [watcher(datatables_conn, card_id, store), watcher(datatables_conn, card_id, store)]
+    events = asyncio.run(watch_for(both, 1.5, lambda: [refresh(hook, card_id, tmp_path, rows) for rows in (4, 6)]))
+    assert sorted(payload["rows"] for _, payload in events) == [4, 6], events
+    assert len({payload["completion_time"] for _, payload in events}) == 2
+
+
+def test_without_its_store_the_watch_fires_nothing_and_reports_once_the_store_is_back(datatables_conn, table, tmp_path):
+    hook, card_id = table
+    store = SharedStore()
+    asyncio.run(watch_for([watcher(datatables_conn, card_id, store)], 0.5))  # the stored baseline
+    writes = store.writes
+    store.broken = True
+
+    def refresh_then_store_back():
+        refresh(hook, card_id, tmp_path, 5)
+        time.sleep(0.5)  # looks made while the store is down: no claim, so no event
+        assert store.writes == writes
+        store.broken = False
+
+    events = asyncio.run(watch_for([watcher(datatables_conn, card_id, store)], 1.5, refresh_then_store_back))
+    assert [payload["rows"] for _, payload in events] == [5]
+
+
+def test_outside_a_triggerer_the_watch_keeps_its_baseline_in_memory(datatables_conn, table, tmp_path, caplog):
+    hook, card_id = table
+    trigger = DataTablesTableRefreshedTrigger(project_id=datatables_conn.project_id, card_id=card_id, poll_interval=0.1)
+    with caplog.at_level("WARNING"):
+        events = asyncio.run(watch_for([trigger], 1.5, lambda: refresh(hook, card_id, tmp_path, 3)))
+    assert [payload["rows"] for _, payload in events] == [3]
+    assert "kept in memory only" in caplog.text
+
+
+def test_a_stored_state_of_another_shape_starts_the_watch_over(datatables_conn, table, tmp_path, caplog):
+    hook, card_id = table
+    store = SharedStore()
+    store.values[_ledger.state_key("datatables_default", datatables_conn.project_id, card_id)] = {"baseline": 42}
+    with caplog.at_level("WARNING"):
+        events = asyncio.run(watch_for([watcher(datatables_conn, card_id, store)], 1.5))
+    assert events == []  # the first look is the new baseline, not a refresh
+    assert "not one this release reads" in caplog.text
+    assert isinstance(settled(store, card_id)["baseline"], str)
