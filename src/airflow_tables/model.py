@@ -39,7 +39,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timezone
 from enum import Enum
 from typing import Any
 
@@ -305,6 +305,23 @@ class RefreshWatch:
         if not new:
             return self, False
         return ended, succeeded
+
+
+def service_time(when: datetime | str) -> str:
+    """An instant as the service writes ``UploadCompletionTime``: ``YYYY-MM-DDTHH:MM:SS``, UTC, no offset.
+
+    The seed shows no offset and names no zone; we read the service's times as UTC (as the
+    emulator writes them), so an aware instant is turned to UTC and a naive one is taken as
+    UTC. Fractions of a second are dropped: a read shown in that second is not "after" it.
+    Raises ``ValueError`` for text that is not an ISO 8601 date-time.
+    """
+    if isinstance(when, str):
+        when = datetime.fromisoformat(when.strip())
+    if not isinstance(when, datetime):
+        raise ValueError(f"not a date-time: {when!r}")
+    if when.tzinfo is not None:
+        when = when.astimezone(timezone.utc).replace(tzinfo=None)
+    return when.strftime("%Y-%m-%dT%H:%M:%S")
 
 
 def _later(value: object, than: str) -> bool:

@@ -8,15 +8,21 @@ resume the sensor with the event it fired, as the task runner does.
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 import pytest
-from tests.operators._runs import run
-from tests.triggers.test_tables import imported
+from tests.dags._install import install_dag_file
+from tests.operators._runs import run, state, xcom
+from tests.triggers.test_tables import imported, small_csv
 
 from airflow_tables.sensors.tables import DataTablesProcessedSensor
 from airflow_tables.version_compat import AirflowFailException, AirflowSkipException, TaskDeferred
 
 GONE = "CRD-00000000-0000-4000-8000-00000000dead"
+AFTER_DAGS = Path(__file__).parent / "dags" / "datatables_sensor_after_dags.py"
 
 
 @pytest.fixture(autouse=True)
@@ -26,8 +32,9 @@ def low_floor(monkeypatch):
 
 def run_sensor(card_id: str, deferrable: bool, **kwargs) -> object:
     """Run the sensor to its end: in deferrable mode, through the trigger and back into the task."""
+    kwargs.setdefault("timeout", 30)
     sensor = DataTablesProcessedSensor(
-        task_id="wait", card_id=card_id, deferrable=deferrable, poke_interval=0.1, timeout=30, **kwargs
+        task_id="wait", card_id=card_id, deferrable=deferrable, poke_interval=0.1, **kwargs
     )
     try:
         return sensor.execute({})
@@ -85,3 +92,66 @@ def test_the_sensor_names_the_department_of_a_missing_table(dags_module, datatab
     dag_run = run(dags_module, "dt_sensor_poke", card_id=missing)
     assert str(dag_run.get_task_instance("wait").state) == "failed"
     assert f"{missing} is not (or no longer) in department {datatables_conn.project_id}" in "".join(capfd.readouterr())
+
+
+# -- completed_after: a read that finished after an instant (issue 28, point 5) ---------------
+
+
+def _read_at(emulator, card_id: str) -> datetime:
+    done = emulator.wait_until_processed(emulator.project_id, card_id)
+    return datetime.fromisoformat(done["UploadCompletionTime"]).replace(tzinfo=timezone.utc)
+
+
+def _replace_once_watched(emulator, card_id: str, directory: Path, not_before: datetime) -> threading.Thread:
+    """Replace the table once the sensor has looked at it and the clock is past ``not_before``."""
+    from airflow_tables.hooks.tables import DataTablesHook
+
+    seen = len(emulator.stats()["requests"])
+
+    def replace() -> None:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and (
+            len(emulator.stats()["requests"]) < seen + 2 or datetime.now(timezone.utc) < not_before
+        ):
+            time.sleep(0.05)
+        DataTablesHook().import_csv(None, small_csv(directory, rows=7), card_id=card_id)
+
+    thread = threading.Thread(target=replace, daemon=True)
+    thread.start()
+    return thread
+
+
+@pytest.mark.parametrize("mode", ["poke", "deferrable"])
+def test_completed_after_passes_over_an_earlier_read_and_takes_the_next(dags_module, datatables_conn, tmp_path, mode):
+    (dag,) = [d for d in install_dag_file(AFTER_DAGS) if d.dag_id == f"dt_sensor_after_{mode}"]
+    card_id = imported(datatables_conn, tmp_path)
+    # The run's data interval ends a second after the table's last read: that read is "yesterday's".
+    interval_end = _read_at(datatables_conn, card_id) + timedelta(seconds=1)
+    replacer = _replace_once_watched(datatables_conn, card_id, tmp_path, interval_end + timedelta(seconds=1))
+    dag_run = dag.test(run_conf={"card_id": card_id}, logical_date=interval_end, run_after=interval_end)
+    replacer.join(5)
+    assert state(dag_run, "wait") == "success"
+    summary = xcom(dag_run, "wait")
+    assert summary["Rows"] == 7, "the sensor returned the earlier read, not the one after data_interval_end"
+    assert datetime.fromisoformat(summary["UploadCompletionTime"]).replace(tzinfo=timezone.utc) > interval_end
+
+
+@pytest.mark.parametrize("deferrable", [False, True], ids=["poke", "deferrable"])
+def test_completed_after_a_read_that_already_happened_does_not_return_it(datatables_conn, tmp_path, deferrable):
+    card_id = imported(datatables_conn, tmp_path)
+    after = (_read_at(datatables_conn, card_id) + timedelta(seconds=1)).isoformat()
+    with pytest.raises(Exception, match="(?i)timed out|deadline"):
+        run_sensor(card_id, deferrable, completed_after=after, timeout=1)
+
+
+def test_completed_after_that_is_no_date_time_fails_naming_the_parameter(datatables_conn):
+    with pytest.raises(AirflowFailException, match=r"completed_after='tomorrow' is not a date-time.*ISO 8601"):
+        run_sensor("CRD-00000000-0000-4000-8000-000000000001", False, completed_after="tomorrow")
+
+
+def test_an_instant_reads_as_the_service_writes_its_times():
+    from airflow_tables.model import service_time
+
+    assert service_time("2026-11-26T07:00:00.900+02:00") == "2026-11-26T05:00:00"
+    assert service_time(datetime(2026, 11, 26, 7, 0, 1)) == "2026-11-26T07:00:01"  # naive: UTC
+    assert service_time("2026-11-26 07:00:00+00:00") == "2026-11-26T07:00:00"  # str() of a pendulum DateTime

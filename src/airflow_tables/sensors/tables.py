@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
 
-from airflow_tables.model import TableStatus, TableWatch, check_wait
+from airflow_tables.model import TableStatus, TableWatch, check_wait, service_time
 from airflow_tables.utils import waiting
 from airflow_tables.utils.tasks import DataTablesTaskMixin
 from airflow_tables.version_compat import AirflowFailException, AirflowSkipException, conf
@@ -27,9 +27,14 @@ class DataTablesProcessedSensor(DataTablesTaskMixin, BaseSensorOperator):
 
     :param card_id: the table (templated).
     :param project_id: the department (templated); defaults to the connection's ``project_id``.
+    :param completed_after: a datetime or ISO 8601 text (templated, e.g. ``{{ data_interval_end }}``):
+        succeed only once the table has finished a read after that instant, so yesterday's
+        read does not count as today's. A naive value is UTC, as the service's times are read.
+        The service's times have whole seconds: a read shown in the instant's own second counts
+        only when it was seen in progress (deferrable mode). ``None``: any finished read.
     """
 
-    template_fields: Sequence[str] = ("project_id", "card_id")
+    template_fields: Sequence[str] = ("project_id", "card_id", "completed_after")
     ui_color = "#e0f2fe"
 
     def __init__(
@@ -37,6 +42,7 @@ class DataTablesProcessedSensor(DataTablesTaskMixin, BaseSensorOperator):
         *,
         card_id: str,
         project_id: str | None = None,
+        completed_after: datetime | str | None = None,
         datatables_conn_id: str = "datatables_default",
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         **kwargs: Any,
@@ -47,6 +53,7 @@ class DataTablesProcessedSensor(DataTablesTaskMixin, BaseSensorOperator):
         check_wait(poke, None, poll_name="poke_interval")
         self.card_id = card_id
         self.project_id = project_id
+        self.completed_after = completed_after
         self.datatables_conn_id = datatables_conn_id
         self.deferrable = deferrable
 
@@ -57,9 +64,12 @@ class DataTablesProcessedSensor(DataTablesTaskMixin, BaseSensorOperator):
         if problem is not None:
             raise AirflowFailException(f"{self.task_id}: {problem}; nothing was sent.")
         department = self.department
-        look = self.hook.look(department, self.card_id)
+        look = self.hook.look(department, self._watch())
         if look.status is TableStatus.BEING_READ:
-            self.log.info("Table %s is being read", self.card_id)
+            if look.watch.replaced_after is None or TableStatus.from_summary(look.summary) is TableStatus.BEING_READ:
+                self.log.info("Table %s is being read", self.card_id)
+            else:
+                self.log.info("Table %s has not finished a read after %s yet", self.card_id, look.watch.replaced_after)
             return PokeReturnValue(is_done=False)
         with self._skipped_when_soft():
             return PokeReturnValue(is_done=True, xcom_value=waiting.finished(look, department))
@@ -74,10 +84,28 @@ class DataTablesProcessedSensor(DataTablesTaskMixin, BaseSensorOperator):
             self,
             conn_id=self.datatables_conn_id,
             project_id=self.department,
-            watch=TableWatch(self.card_id),
+            watch=self._watch(),
             poll_interval=float(self.poke_interval),
             timeout=self.timeout,
         )
+
+    def _watch(self) -> TableWatch:
+        """A watch that counts only reads finished after ``completed_after`` (the model's replacement rule).
+
+        Each poke looks afresh: only a completion time later than the instant counts. The
+        trigger carries its watch between looks, so there a read seen in progress counts
+        when it ends (it ended after the look, hence after the instant when that is past).
+        """
+        if self.completed_after is None or self.completed_after == "":
+            return TableWatch(self.card_id)
+        try:
+            after = service_time(self.completed_after)
+        except (TypeError, ValueError):
+            raise AirflowFailException(
+                f"{self.task_id}: completed_after={self.completed_after!r} is not a date-time; give a datetime "
+                "or ISO 8601 text such as '2026-11-26T07:00:00+00:00' (e.g. '{{ data_interval_end }}')"
+            ) from None
+        return TableWatch(self.card_id, replaced_after=after)
 
     @contextmanager
     def _skipped_when_soft(self) -> Iterator[None]:
@@ -99,5 +127,12 @@ class DataTablesProcessedSensor(DataTablesTaskMixin, BaseSensorOperator):
         with self._skipped_when_soft():
             summary = waiting.resolve_event(event, card_id=self.card_id)
         table = waiting.table_of(summary)
+        after = self._watch().replaced_after
+        if after is not None and table is not None and table.completion_time and table.completion_time < after:
+            # Seen in progress before a future ``completed_after`` and ended before it: wait on.
+            self.log.info(
+                "Table %s finished a read at %s, before %s: waiting on", self.card_id, table.completion_time, after
+            )
+            return self.execute(context)
         self.log.info("Table %s is ready: %s rows", self.card_id, table.rows if table else None)
         return summary
