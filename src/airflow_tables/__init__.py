@@ -42,6 +42,16 @@ def get_provider_info() -> dict:
                         "example": "30",
                         "default": "30",
                     },
+                    "ui_timeout_seconds": {
+                        "description": "The longest a Data Tables page request waits for the service (a listing "
+                        "or a table's details); past it the page shows the last listing with its age, and the "
+                        "request goes on in the background. No retry and no Retry-After is waited out inside "
+                        "the api-server.",
+                        "version_added": "0.2.0",
+                        "type": "float",
+                        "example": "2",
+                        "default": "2",
+                    },
                     "max_response_mib": {
                         "description": "The largest answer (MiB) the hook reads from the service; a larger one "
                         "fails the request clearly instead of filling the worker's or triggerer's memory.",

@@ -19,12 +19,18 @@ from airflow_tables.plugins.models import (
     LISTED,
     ConnectionsResponse,
     ListedState,
+    TableDetailPage,
     TablesPage,
     TaskTable,
 )
 from airflow_tables.plugins.monitor import Monitor
 
-ROUTES = {"/api/connections": ConnectionsResponse, "/api/tables": TablesPage, "/api/task": TaskTable}
+ROUTES = {
+    "/api/connections": ConnectionsResponse,
+    "/api/tables": TablesPage,
+    "/api/table": TableDetailPage,
+    "/api/task": TaskTable,
+}
 
 
 def allowed(monitor: Monitor) -> TestClient:
@@ -37,7 +43,7 @@ def allowed(monitor: Monitor) -> TestClient:
 
 @pytest.fixture
 def http(connections) -> TestClient:
-    return allowed(Monitor(30, base_path="/airflow"))
+    return allowed(Monitor(30, base_path="/airflow", ui_timeout=30))
 
 
 def test_the_openapi_document_lists_each_json_route_with_its_model(http):
@@ -73,6 +79,7 @@ def test_every_route_answers_what_its_model_says(http, imported, connections, tm
     answers = {
         "/api/connections": http.get("/api/connections"),
         "/api/tables": http.get(f"/api/tables?conn_id=datatables_default&project_id={emulator.project_id}&limit=500"),
+        "/api/table": http.get(f"/api/table?conn_id=datatables_default&card_id={card_id}"),
         "/api/task": http.get(f"/api/task?{task}"),
     }
     for path, resp in answers.items():

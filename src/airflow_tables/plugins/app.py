@@ -14,6 +14,7 @@ parsed as HTML) under a strict Content-Security-Policy.
 from __future__ import annotations
 
 import html
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
@@ -30,9 +31,19 @@ from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 
-from airflow_tables.plugins.models import LISTED, ConnectionsResponse, ListedState, State, TablesPage, TaskTable
+from airflow_tables.plugins.models import (
+    LISTED,
+    ConnectionInfo,
+    ConnectionsResponse,
+    ListedState,
+    SortKey,
+    State,
+    TableDetailPage,
+    TablesPage,
+    TaskTable,
+)
 from airflow_tables.plugins.monitor import Monitor
-from airflow_tables.plugins.overview import DEFAULT_REFRESH_SECONDS, page_of
+from airflow_tables.plugins.overview import DEFAULT_REFRESH_SECONDS, DEFAULT_UI_TIMEOUT, page_of
 from airflow_tables.plugins.plugin import base_path
 
 STATIC = Path(__file__).with_name("static")
@@ -55,6 +66,14 @@ def refresh_seconds() -> float:
 
     value = conf.getfloat("datatables", "ui_refresh_seconds", fallback=DEFAULT_REFRESH_SECONDS)
     return value if value > 0 else DEFAULT_REFRESH_SECONDS
+
+
+def ui_timeout() -> float:
+    """``[datatables] ui_timeout_seconds``: the longest a page request waits for the service."""
+    from airflow.configuration import conf
+
+    value = conf.getfloat("datatables", "ui_timeout_seconds", fallback=DEFAULT_UI_TIMEOUT)
+    return value if value > 0 else DEFAULT_UI_TIMEOUT
 
 
 def connection_reader(user: GetUserDep) -> Callable[[str], bool]:
@@ -86,7 +105,7 @@ def _map_index(text: str | None) -> int:
 
 def create_app(monitor: Monitor | None = None) -> FastAPI:
     """The app served under ``/datatables``; ``monitor`` defaults to one configured from Airflow's settings."""
-    monitor = monitor or Monitor(refresh_seconds(), base_path=base_path())
+    monitor = monitor or Monitor(refresh_seconds(), base_path=base_path(), ui_timeout=ui_timeout())
     # The interactive docs would need scripts from a CDN, which the page's CSP refuses: the document only.
     app = FastAPI(title="Data Tables", docs_url=None, redoc_url=None, openapi_url=None)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
@@ -126,8 +145,25 @@ def create_app(monitor: Monitor | None = None) -> FastAPI:
             states=[State(state=status, label=status.label) for status in LISTED],
         )
 
-    @app.get("/api/tables", dependencies=READERS, response_model=TablesPage)
+    def department_of(
+        conn_id: str, project_id: str | None, readable: Callable[[str], bool]
+    ) -> tuple[ConnectionInfo, str]:
+        info = monitor.connection(conn_id)
+        if info is None or not readable(conn_id):
+            raise HTTPException(404, f"no datatables connection {conn_id!r} that you may read")
+        project = (project_id or "").strip() or info.project_id
+        if not project:
+            raise HTTPException(400, f"connection {conn_id!r} has no project_id extra: name a department")
+        return info, project
+
+    @app.get(
+        "/api/tables",
+        dependencies=READERS,
+        response_model=TablesPage,
+        responses={304: {"description": "Unchanged since the ETag sent in If-None-Match (the page's poll)."}},
+    )
     def tables(
+        request: Request,
         readable: Readable,
         response: Response,
         conn_id: str = Query(min_length=1, max_length=250),
@@ -136,16 +172,41 @@ def create_app(monitor: Monitor | None = None) -> FastAPI:
         q: str | None = Query(default=None, max_length=200),
         offset: int = Query(default=0, ge=0),
         limit: int = Query(default=100, ge=1, le=500),
-    ) -> TablesPage:
-        info = monitor.connection(conn_id)
-        if info is None or not readable(conn_id):
-            raise HTTPException(404, f"no datatables connection {conn_id!r} that you may read")
-        project = (project_id or "").strip() or info.project_id
-        if not project:
-            raise HTTPException(400, f"connection {conn_id!r} has no project_id extra: name a department")
+        sort: SortKey = "attention",
+        desc: bool = False,
+    ) -> TablesPage | Response:
+        info, project = department_of(conn_id, project_id, readable)
+        view, pending = monitor.department_state(info, project)
+        # The page polls every interval: an unchanged listing costs one header, not a page of rows.
+        query = request.url.query.encode("utf-8", "replace")
+        etag = f'"{view.version()}-{int(pending)}-{zlib.crc32(query):08x}"'
+        headers = {**NO_STORE, "ETag": etag}
+        if request.headers.get("if-none-match") == etag:
+            return Response(status_code=304, headers=headers)
+        response.headers.update(headers)
+        return page_of(
+            view,
+            state=state,
+            text=q,
+            offset=offset,
+            limit=limit,
+            sort=sort,
+            desc=desc,
+            refresh_seconds=monitor.ttl,
+            pending=pending,
+        )
+
+    @app.get("/api/table", dependencies=READERS, response_model=TableDetailPage)
+    def table(
+        readable: Readable,
+        response: Response,
+        conn_id: str = Query(min_length=1, max_length=250),
+        card_id: str = Query(min_length=1, max_length=250),
+        project_id: str | None = Query(default=None, max_length=250),
+    ) -> TableDetailPage:
+        info, project = department_of(conn_id, project_id, readable)
         response.headers.update(NO_STORE)
-        view = monitor.department(info, project)
-        return page_of(view, state=state, text=q, offset=offset, limit=limit, refresh_seconds=monitor.ttl)
+        return monitor.table_page(info, project, card_id)
 
     @app.get("/api/task", dependencies=[*READERS, XCOM_READER], response_model=TaskTable)
     def task_table(

@@ -1,36 +1,63 @@
-"""What Airflow recorded about a department's tables: the asset events of its import and replace tasks.
+"""What Airflow recorded about a department's tables: its import and replace tasks' events and XComs.
 
 Every successful import or replace records an event on the table's asset
 (``datatables://<service>/<ProjectID>/<CardID>``, see :mod:`airflow_tables.assets`) with the
-DAG, task and run that did it, and flat extras (``credits`` among them). The page reads the
-latest such event per table, and the events of the last seven days for the credits line.
+DAG, task and run that did it, and flat extras (``credits`` and ``fingerprint`` among them).
 Events without a source task (a table refreshed outside Airflow, seen by a watcher) are not
 Airflow's doing and are left out.
+
+A task whose table was accepted but then read badly (or that failed or still waits) records
+no event; it did push its ``card_id`` XCom before waiting (the operators' ``_publish``), and
+the service charged the import. Those XComs, with their task instance's state, are the
+imports no event records (:func:`unrecorded_imports`): every import a task made is then
+attributed and its credit counted, whether its read succeeded or not. A task that ended well
+without an event sent nothing (the file was unchanged): no credit.
+
+The importing DAGs' schedules (:func:`schedules`) say when a table is stale.
 """
 
 from __future__ import annotations
 
+import json
+import re
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, NamedTuple
 from urllib.parse import unquote
 
 from airflow_tables.assets import TableRef, parse_table_uri
-from airflow_tables.plugins.models import Credits
+from airflow_tables.plugins.models import Credits, DayCredits
 
 if TYPE_CHECKING:
+    from collections.abc import Collection, Iterable
+
     from sqlalchemy.orm import Session
 
 CREDIT_WINDOW = timedelta(days=7)
+CARD_ID_KEY = "card_id"
+#: Task states in which an accepted import without an event is still on its way.
+WAITING_STATES = frozenset(
+    {"running", "deferred", "up_for_retry", "up_for_reschedule", "queued", "scheduled", "restarting", ""}
+)
+EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
-class LastImport(NamedTuple):
-    """The task instance that last imported or replaced a table (a tuple: there are thousands)."""
+class Import(NamedTuple):
+    """One import or replace an Airflow task made of a table (a tuple: there are thousands).
 
+    ``outcome`` is a :data:`.models.Outcome`: ``recorded`` by an asset event, or known only
+    from the task's ``card_id`` XCom (``failed``, ``running``, ``unchanged``).
+    """
+
+    card_id: str
     dag_id: str
     task_id: str
     run_id: str
     map_index: int
-    timestamp: datetime
+    at: datetime
+    outcome: str
+    task_state: str
+    credits: int
+    fingerprint: str
 
 
 def department_prefix(service: str, project_id: str) -> str:
@@ -38,16 +65,48 @@ def department_prefix(service: str, project_id: str) -> str:
     return TableRef(service, project_id, "").uri  # an empty CardID leaves the trailing slash
 
 
-def last_imports(session: Session, service: str, project_id: str) -> dict[str, LastImport]:
-    """CardID -> the task instance behind the latest Airflow event on that table's asset."""
+def _state(value: object) -> str:
+    return str(getattr(value, "value", value) or "")
+
+
+def recorded_import(
+    card_id: str,
+    dag_id: str | None,
+    task_id: str | None,
+    run_id: str | None,
+    map_index: int | None,
+    timestamp: datetime,
+    extra: object,
+    task_state: object = "",
+) -> Import:
+    """An import its asset event records (credits and fingerprint from the event's extras)."""
+    extras = extra if isinstance(extra, dict) else {}
+    spent = extras.get("credits", 1)
+    fingerprint = extras.get("fingerprint")
+    return Import(
+        card_id,
+        dag_id or "",
+        task_id or "",
+        run_id or "",
+        -1 if map_index is None else map_index,
+        timestamp,
+        "recorded",
+        _state(task_state),
+        spent if isinstance(spent, int) and not isinstance(spent, bool) else 1,
+        fingerprint if isinstance(fingerprint, str) else "",
+    )
+
+
+def last_imports(session: Session, service: str, project_id: str) -> dict[str, Import]:
+    """CardID -> the latest Airflow event on that table's asset (its task instance, credits, fingerprint)."""
     from airflow.models.asset import AssetEvent, AssetModel
     from sqlalchemy import func, select
 
-    ours = AssetModel.uri.startswith(department_prefix(service, project_id), autoescape=True)
+    prefix = department_prefix(service, project_id)
     latest = (
         select(func.max(AssetEvent.id))
         .join(AssetModel, AssetModel.id == AssetEvent.asset_id)
-        .where(ours, AssetEvent.source_dag_id.is_not(None))
+        .where(AssetModel.uri.startswith(prefix, autoescape=True), AssetEvent.source_dag_id.is_not(None))
         .group_by(AssetEvent.asset_id)
     )
     query = (
@@ -58,47 +117,231 @@ def last_imports(session: Session, service: str, project_id: str) -> dict[str, L
             AssetEvent.source_run_id,
             AssetEvent.source_map_index,
             AssetEvent.timestamp,
+            AssetEvent.extra,
         )
         .join(AssetModel, AssetModel.id == AssetEvent.asset_id)
         .where(AssetEvent.id.in_(latest.scalar_subquery()))
     )
-    found: dict[str, LastImport] = {}
-    prefix = department_prefix(service, project_id)
-    for uri, dag_id, task_id, run_id, map_index, timestamp in session.execute(query):
+    found: dict[str, Import] = {}
+    for uri, *event in session.execute(query):
         # Every URI starts with the department's prefix (the query says so); the rest is the CardID.
         card_id = uri[len(prefix) :]
         if "%" in card_id:
             card_id = unquote(card_id)
-        found[card_id] = LastImport(
-            dag_id or "", task_id or "", run_id or "", -1 if map_index is None else map_index, timestamp
-        )
+        found[card_id] = recorded_import(card_id, *event)
     return found
 
 
-def credits_spent(session: Session, service: str, project_id: str, *, now: datetime | None = None) -> Credits:
-    """Credits that Airflow's recorded imports spent in the department, today (UTC) and over the last 7 days.
+def outcome_of(task_state: str) -> tuple[str, int]:
+    """What became of an accepted import that recorded no event, from its task's state, and its credits."""
+    if task_state in ("success", "skipped"):
+        return "unchanged", 0  # the task ended well without recording: nothing was sent
+    if task_state in WAITING_STATES:
+        return "running", 1
+    return "failed", 1
 
-    Summed by the database (one row back, whatever the number of events): an event's
-    ``credits`` extra, or 1 for an event recorded before imports carried one.
+
+def _card_id(value: object) -> str | None:
+    """A ``card_id`` XCom, whether stored as JSON text or already decoded."""
+    if isinstance(value, str):
+        try:
+            decoded = json.loads(value)
+        except ValueError:
+            return value or None
+        return decoded if isinstance(decoded, str) and decoded else None
+    return None
+
+
+def unrecorded_imports(
+    session: Session, card_ids: Collection[str] | None, *, since: datetime, card_id: str | None = None
+) -> list[Import]:
+    """Imports whose task pushed a ``card_id`` XCom since ``since`` but recorded no table event.
+
+    :param card_ids: the department's tables (an XCom names a CardID, not its department);
+        ``None`` with ``card_id`` for one table.
+    """
+    from airflow.models.asset import AssetEvent
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.models.xcom import XComModel
+    from sqlalchemy import and_, exists, select
+
+    recorded = exists().where(
+        AssetEvent.source_dag_id == XComModel.dag_id,
+        AssetEvent.source_run_id == XComModel.run_id,
+        AssetEvent.source_task_id == XComModel.task_id,
+        AssetEvent.source_map_index == XComModel.map_index,
+    )
+    query = (
+        select(
+            XComModel.value,
+            XComModel.dag_id,
+            XComModel.task_id,
+            XComModel.run_id,
+            XComModel.map_index,
+            XComModel.timestamp,
+            TaskInstance.state,
+        )
+        .join(
+            TaskInstance,
+            and_(
+                TaskInstance.dag_id == XComModel.dag_id,
+                TaskInstance.run_id == XComModel.run_id,
+                TaskInstance.task_id == XComModel.task_id,
+                TaskInstance.map_index == XComModel.map_index,
+            ),
+        )
+        .where(XComModel.key == CARD_ID_KEY, XComModel.timestamp >= since, ~recorded)
+    )
+    found = []
+    for value, dag_id, task_id, run_id, map_index, timestamp, state in session.execute(query):
+        card = _card_id(value)
+        if card is None or (card_id is not None and card != card_id) or (card_ids is not None and card not in card_ids):
+            continue
+        task_state = _state(state)
+        outcome, spent = outcome_of(task_state)
+        found.append(Import(card, dag_id, task_id, run_id, map_index, timestamp, outcome, task_state, spent, ""))
+    return found
+
+
+def table_imports(session: Session, ref: TableRef, *, limit: int = 50) -> list[Import]:
+    """Every import of one table Airflow made (newest first): its recorded events and its unrecorded XComs."""
+    from airflow.models.asset import AssetEvent, AssetModel
+    from airflow.models.taskinstance import TaskInstance
+    from sqlalchemy import and_, select
+
+    query = (
+        select(
+            AssetEvent.source_dag_id,
+            AssetEvent.source_task_id,
+            AssetEvent.source_run_id,
+            AssetEvent.source_map_index,
+            AssetEvent.timestamp,
+            AssetEvent.extra,
+            TaskInstance.state,
+        )
+        .join(AssetModel, AssetModel.id == AssetEvent.asset_id)
+        .outerjoin(
+            TaskInstance,
+            and_(
+                TaskInstance.dag_id == AssetEvent.source_dag_id,
+                TaskInstance.run_id == AssetEvent.source_run_id,
+                TaskInstance.task_id == AssetEvent.source_task_id,
+                TaskInstance.map_index == AssetEvent.source_map_index,
+            ),
+        )
+        .where(AssetModel.uri == ref.uri, AssetEvent.source_dag_id.is_not(None))
+        .order_by(AssetEvent.id.desc())
+        .limit(limit)
+    )
+    found = [recorded_import(ref.card_id, *row) for row in session.execute(query)]
+    found += unrecorded_imports(session, None, since=EPOCH, card_id=ref.card_id)
+    found.sort(key=lambda each: each.at, reverse=True)
+    return found[:limit]
+
+
+def size_of(fingerprint: str) -> int | None:
+    """The file's size in bytes: the last part of a fingerprint (``xxh3-128:<hex>:<size>``)."""
+    parts = fingerprint.split(":")
+    return int(parts[-1]) if len(parts) >= 3 and parts[-1].isdigit() else None
+
+
+def credits_spent(
+    session: Session,
+    service: str,
+    project_id: str,
+    *,
+    unrecorded: Iterable[Import] = (),
+    now: datetime | None = None,
+) -> Credits:
+    """Credits that Airflow's imports spent in the department, per day (UTC) over the last 7 days.
+
+    The recorded imports are summed by the database (one row back, whatever the number of
+    events): an event's ``credits`` extra, or 1 for an event recorded before imports carried
+    one. The ``unrecorded`` imports (:func:`unrecorded_imports`) add theirs.
     """
     from airflow.models.asset import AssetEvent, AssetModel
     from sqlalchemy import JSON, case, func, select, type_coerce
 
     now = now or datetime.now(timezone.utc)
     midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    days = [midnight - timedelta(days=back) for back in range(CREDIT_WINDOW.days)]
     # Read as JSON whatever the column's declared type (Airflow 3.1 declares a JSONField, 3.2+ sa.JSON).
     spent = func.coalesce(type_coerce(AssetEvent.extra, JSON)["credits"].as_integer(), 1)
+    day = timedelta(days=1, microseconds=-1)
+    sums = [func.sum(case((AssetEvent.timestamp.between(start, start + day), spent), else_=0)) for start in days]
     query = (
-        select(func.sum(case((AssetEvent.timestamp >= midnight, spent), else_=0)), func.sum(spent))
+        select(*sums)
         .join(AssetModel, AssetModel.id == AssetEvent.asset_id)
         .where(
             AssetModel.uri.startswith(department_prefix(service, project_id), autoescape=True),
             AssetEvent.source_dag_id.is_not(None),
-            AssetEvent.timestamp >= now - CREDIT_WINDOW,
+            AssetEvent.timestamp >= days[-1],
         )
     )
-    today, week = session.execute(query).one()
-    return Credits(today=int(today or 0), last_7_days=int(week or 0))
+    per_day = [int(value or 0) for value in session.execute(query).one()]
+    for each in unrecorded:
+        at = each.at if each.at.tzinfo else each.at.replace(tzinfo=timezone.utc)
+        back = (midnight - at.astimezone(timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0)).days
+        if 0 <= back < len(per_day):
+            per_day[back] += each.credits
+    return Credits(
+        today=per_day[0],
+        last_7_days=sum(per_day),
+        by_day=[DayCredits(day=start.date().isoformat(), credits=n) for start, n in zip(days, per_day, strict=True)],
+    )
+
+
+PRESETS = {"@hourly": 3600.0, "@daily": 86400.0, "@weekly": 7 * 86400.0, "@monthly": 31 * 86400.0}
+PRESETS |= {"@midnight": PRESETS["@daily"], "@yearly": 366 * 86400.0, "@annually": 366 * 86400.0}
+
+
+class Schedule(NamedTuple):
+    """A DAG's schedule as freshness is judged by: its interval (``None``: not time-based) and its summary."""
+
+    interval: float | None
+    summary: str
+
+
+def interval_of(summary: str | None) -> float | None:
+    """Seconds between two runs of a time-based schedule (Airflow's ``timetable_summary``), else ``None``.
+
+    A preset (``@daily``), a cron expression (the longest gap between its next fire times,
+    for expressions such as ``0 9 * * 1-5``) or a timedelta's text (``1 day, 0:00:00``).
+    ``None``, ``@once``, ``@continuous`` and asset schedules have none.
+    """
+    text = (summary or "").strip()
+    if text in PRESETS:
+        return PRESETS[text]
+    match = re.fullmatch(r"(?:(\d+) days?, )?(\d+):(\d{2}):(\d{2}(?:\.\d+)?)", text)
+    if match is not None:
+        days, hours, minutes, seconds = match.groups()
+        return int(days or 0) * 86400 + int(hours) * 3600 + int(minutes) * 60 + float(seconds) or None
+    try:
+        from croniter import croniter
+
+        if not croniter.is_valid(text):
+            return None
+        times = croniter(text, datetime(2026, 1, 5, tzinfo=timezone.utc))
+        fires = [times.get_next(float) for _ in range(8)]
+    except (ImportError, ValueError, KeyError):
+        return None
+    return max(later - earlier for earlier, later in zip(fires, fires[1:], strict=False))
+
+
+def schedules(session: Session, dag_ids: Collection[str]) -> dict[str, Schedule]:
+    """The schedules of the DAGs that imported tables, by DAG id (a paused DAG is not expected to run)."""
+    from airflow.models.dag import DagModel
+    from sqlalchemy import select
+
+    if not dag_ids:
+        return {}
+    query = select(DagModel.dag_id, DagModel.timetable_summary, DagModel.is_paused).where(
+        DagModel.dag_id.in_(sorted(dag_ids))
+    )
+    return {
+        dag_id: Schedule(None if paused else interval_of(summary), summary or "")
+        for dag_id, summary, paused in session.execute(query)
+    }
 
 
 def task_event_ref(session: Session, dag_id: str, run_id: str, task_id: str, map_index: int) -> TableRef | None:

@@ -25,6 +25,8 @@ from airflow_tables.model import TableStatus
 LISTED = tuple(sorted((s for s in TableStatus if s is not TableStatus.GONE), key=lambda status: status.rank))
 #: The ``state`` filter's values: the listed states (a test holds the two together).
 ListedState = Literal["being_read", "failed", "ready"]
+#: The columns the page sorts by (``attention``: failed first, then being read, newest first in each).
+SortKey = Literal["attention", "card_id", "name", "rows", "state", "completed", "last_import", "domain"]
 
 
 class PageModel(BaseModel):
@@ -65,16 +67,38 @@ class Connector(PageModel):
     status: str | None = None
 
 
+#: What became of an import an Airflow task made: ``recorded`` (read, its asset event recorded),
+#: ``failed`` (the task failed after the service accepted the file: a failed read, or an error
+#: while waiting), ``running`` (the task still runs or will retry), ``unchanged`` (nothing was
+#: sent: the file was what the table held; no credit).
+Outcome = Literal["recorded", "failed", "running", "unchanged"]
+
+
 class ImportedBy(PageModel):
-    """The Airflow task instance that last imported or replaced a table, with links into the Airflow UI."""
+    """An Airflow task instance that imported or replaced a table, with links into the Airflow UI."""
 
     dag_id: str
     task_id: str
     run_id: str
     map_index: Annotated[int, Field(description="-1 for an unmapped task.")]
-    at: Annotated[datetime, Field(description="When its asset event was recorded.")]
+    at: Annotated[datetime, Field(description="When its asset event was recorded, or its card_id XCom pushed.")]
     run_link: str
     task_link: str
+    outcome: Outcome = "recorded"
+    task_state: Annotated[str, Field(description="The task instance's state ('' when unknown).")] = ""
+    credits: Annotated[int, Field(description="Credits the import used (0: nothing was sent).")] = 1
+    fingerprint: Annotated[str, Field(description="The file's fingerprint ('' when not computed).")] = ""
+    size: Annotated[int | None, Field(description="The file's size in bytes, from its fingerprint.")] = None
+
+
+class Freshness(PageModel):
+    """How old a table's data is, and whether that is older than its importing DAG's schedule allows."""
+
+    stale: bool = False
+    reason: Annotated[str, Field(description="Why it is stale, or why it cannot be ('' when fresh).")] = ""
+    interval_seconds: Annotated[
+        float | None, Field(description="The importing DAG's schedule interval, when it has one.")
+    ] = None
 
 
 class TableRow(PageModel):
@@ -90,6 +114,10 @@ class TableRow(PageModel):
     connector: Connector | None = None
     app_link: Annotated[str | None, Field(description="The table in the service's web application.")] = None
     last: Annotated[ImportedBy | None, Field(description="None: not imported by Airflow.")] = None
+    domain: Annotated[str, Field(description="The service's Domain ('' when it gives none).")] = ""
+    reason: Annotated[str, Field(description="The service's Description of a failed read, when read.")] = ""
+    freshness: Freshness = Freshness()
+    page_link: Annotated[str, Field(description="The table's page here.")] = ""
 
 
 class StateCounts(PageModel):
@@ -100,11 +128,19 @@ class StateCounts(PageModel):
     ready: int = 0
 
 
+class DayCredits(PageModel):
+    """Credits Airflow's imports used on one day (UTC)."""
+
+    day: str
+    credits: int
+
+
 class Credits(PageModel):
-    """Credits that Airflow's recorded imports spent in the department (summed by :mod:`.events`)."""
+    """Credits that Airflow's imports spent in the department: every import a task made, read well or not."""
 
     today: Annotated[int, Field(description="Since midnight UTC.")]
     last_7_days: int
+    by_day: Annotated[list[DayCredits], Field(description="The last 7 days (UTC), newest first.")] = []
 
 
 class TablesPage(PageModel):
@@ -116,6 +152,12 @@ class TablesPage(PageModel):
     error: Annotated[str | None, Field(description="Why the department could not be listed.")] = None
     as_of: Annotated[float, Field(description="When the listing was taken (seconds since the epoch).")]
     refresh_seconds: float
+    version: Annotated[str, Field(description="Changes when the listing does (the page's cheap poll).")] = ""
+    error_at: Annotated[
+        float | None, Field(description="When the service last failed to list (the rows are the last listing).")
+    ] = None
+    pending: Annotated[bool, Field(description="A listing is being taken in the background.")] = False
+    columns_known: Annotated[int, Field(description="Tables whose columns were read (for column search).")] = 0
     counts: StateCounts
     credits: Credits | None = None
     being_read: Annotated[bool, Field(description="Whether any table is being read (the page then refreshes).")]
@@ -123,7 +165,34 @@ class TablesPage(PageModel):
     matching: Annotated[int, Field(description="Tables that match the filters.")]
     offset: int
     limit: int
+    sort: SortKey = "attention"
+    desc: bool = False
     rows: list[TableRow]
+
+
+class ColumnInfo(PageModel):
+    """One column of a table, as the service described it when it read the file."""
+
+    name: str
+    data_type: str
+    description: str
+
+
+class TableDetailPage(PageModel):
+    """``GET /api/table``: one table, its columns and description, and every import Airflow made of it."""
+
+    conn_id: str
+    project_id: str
+    card_id: str
+    service: str | None = None
+    table: Annotated[TableRow | None, Field(description="None when the listing does not hold it.")] = None
+    description: str = ""
+    columns: list[ColumnInfo] = []
+    imports: Annotated[list[ImportedBy], Field(description="Airflow's imports of it, newest first.")] = []
+    detail_error: Annotated[str, Field(description="Why the table's details could not be fetched.")] = ""
+    as_of: float
+    refresh_seconds: float
+    message: str = ""
 
 
 class TaskTable(PageModel):

@@ -64,13 +64,17 @@ const DT = (() => {
     return el("a", { href: safe, target: "_blank", rel: "noopener noreferrer", onclick: openOutside }, text);
   }
 
-  async function getJson(url) {
+  // etag: the one the last answer gave; the server then answers 304 (unchanged: body null) cheaply.
+  async function getJson(url, etag) {
     let response;
+    const headers = { Accept: "application/json" };
+    if (etag) headers["If-None-Match"] = etag;
     try {
-      response = await fetch(url, { headers: { Accept: "application/json" }, credentials: "same-origin" });
+      response = await fetch(url, { headers, credentials: "same-origin", cache: "no-store" });
     } catch (err) {
       return { ok: false, status: 0, body: null, message: "The Airflow API server did not answer." };
     }
+    if (response.status === 304) return { ok: true, status: 304, body: null, message: null, etag };
     let body = null;
     try {
       body = await response.json();
@@ -84,36 +88,109 @@ const DT = (() => {
         : response.status === 403 ? "You may not read connections and assets in Airflow."
         : `The Airflow API server answered ${response.status}: ${detail}`;
     }
-    return { ok: response.ok, status: response.status, body, message };
+    return { ok: response.ok, status: response.status, body, message, etag: response.headers.get("ETag") };
   }
 
   function badge(row) {
     return el("span", { className: `badge state-${row.state}` }, row.state_label);
   }
 
+  // The user's Airflow time zone: the one picked in the Airflow UI (its "timezone" setting, kept
+  // in this origin's localStorage), else the browser's, as the Airflow UI itself does.
+  function timeZone() {
+    try {
+      const picked = JSON.parse(window.localStorage.getItem("timezone") || "null");
+      if (typeof picked === "string" && picked) {
+        new Intl.DateTimeFormat("en", { timeZone: picked });
+        return picked;
+      }
+    } catch (err) {
+      // Not set, not JSON, or not a zone this browser knows: the browser's own.
+    }
+    return Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC";
+  }
+
+  const ZONE = timeZone();
+  const FORMAT = new Intl.DateTimeFormat("en-CA", {
+    timeZone: ZONE, year: "numeric", month: "2-digit", day: "2-digit",
+    hour: "2-digit", minute: "2-digit", second: "2-digit", hourCycle: "h23", timeZoneName: "short",
+  });
+
+  function toDate(value) {
+    if (value === null || value === undefined || value === "") return null;
+    const date = typeof value === "number" ? new Date(value * 1000) : new Date(String(value));
+    return Number.isNaN(date.getTime()) ? null : date;
+  }
+
+  // One format for every time on the page: 2026-05-20 14:03:07 CEST, in the user's Airflow time zone.
   function time(value) {
-    if (!value) return "";
-    return String(value).replace("T", " ").replace(/\.\d+/, "").replace(/(\+00:00|Z)$/, " UTC");
+    const date = toDate(value);
+    if (!date) return "";
+    const parts = Object.fromEntries(FORMAT.formatToParts(date).map((p) => [p.type, p.value]));
+    return `${parts.year}-${parts.month}-${parts.day} ${parts.hour}:${parts.minute}:${parts.second} ${parts.timeZoneName || ZONE}`;
+  }
+
+  function duration(seconds) {
+    const s = Math.max(0, Math.round(seconds));
+    if (s < 60) return `${s} s`;
+    if (s < 3600) return `${Math.floor(s / 60)} min`;
+    if (s < 86400) return `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} min`;
+    return `${Math.floor(s / 86400)} d ${Math.floor((s % 86400) / 3600)} h`;
+  }
+
+  // "3 min ago" from a time the server gave; "" when there is none.
+  function age(value) {
+    const date = toDate(value);
+    return date ? `${duration((Date.now() - date.getTime()) / 1000)} ago` : "";
+  }
+
+  function text(value) {
+    return value === null || value === undefined ? "" : String(value);
+  }
+
+  function bytes(value) {
+    if (typeof value !== "number") return "";
+    const units = ["B", "KiB", "MiB", "GiB"];
+    let size = value;
+    let unit = 0;
+    while (size >= 1024 && unit < units.length - 1) {
+      size /= 1024;
+      unit += 1;
+    }
+    return `${unit ? size.toFixed(1) : size} ${units[unit]}`;
+  }
+
+  function connector(row) {
+    if (!row.connector) return "";
+    const status = row.connector.status ? ` (${row.connector.status})` : " (status not given)";
+    return `connector: ${text(row.connector.source)}${status}`;
   }
 
   function origin(row) {
     const parts = [];
-    if (row.connector) parts.push(`connector: ${row.connector.source || "?"} (${row.connector.status || "?"})`);
+    if (row.connector) parts.push(connector(row));
     if (row.locked) parts.push("locked from delete");
     return parts.join(", ");
   }
 
+  const OUTCOMES = { recorded: "", failed: "read failed / task failed", running: "task still running", unchanged: "unchanged, nothing sent" };
+
+  function taskName(last) {
+    return last.task_id + (last.map_index >= 0 ? `[${last.map_index}]` : "");
+  }
+
   function lastImport(last) {
     if (!last) return el("span", { className: "muted" }, "not by Airflow");
+    const outcome = OUTCOMES[last.outcome] || "";
     return el(
       "span",
       {},
       airflowLink(last.dag_id, last.run_link),
       " / ",
-      airflowLink(last.task_id + (last.map_index >= 0 ? `[${last.map_index}]` : ""), last.task_link),
+      airflowLink(taskName(last), last.task_link),
+      outcome ? el("span", { className: `outcome outcome-${last.outcome}` }, ` (${outcome})`) : null,
       el("br"),
-      el("code", { title: `run ${last.run_id}` }, last.run_id),
-      el("span", { className: "muted" }, ` at ${time(last.at)}`),
+      el("span", { className: "muted" }, time(last.at)),
     );
   }
 
@@ -121,5 +198,8 @@ const DT = (() => {
     return typeof value === "number" ? value.toLocaleString("en") : value === null || value === undefined ? "" : String(value);
   }
 
-  return { el, safeHref, airflowLink, appLink, getJson, badge, time, origin, lastImport, number };
+  return {
+    el, safeHref, airflowLink, appLink, getJson, badge, time, age, duration, text, bytes, connector, origin,
+    lastImport, taskName, number, OUTCOMES, ZONE,
+  };
 })();

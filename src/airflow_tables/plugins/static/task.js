@@ -2,7 +2,7 @@
 "use strict";
 
 (() => {
-  const { el, getJson, badge, time, origin, lastImport, appLink, number } = DT;
+  const { el, getJson, badge, time, age, text, origin, lastImport, appLink, number } = DT;
   const root = document.getElementById("task-table");
   const params = new URLSearchParams(window.location.search);
 
@@ -23,7 +23,7 @@
     const body = answer.body;
     if (!body.table) {
       const id = body.card_id ? el("p", {}, "Table ", el("code", {}, body.card_id)) : null;
-      show(id, el("p", { className: "muted" }, body.message || "No table."));
+      show(id, el("p", { className: "muted" }, text(body.message) || "No table."));
       return;
     }
     const row = body.table;
@@ -32,15 +32,17 @@
       { className: "facts" },
       el("dt", {}, "State"), el("dd", { id: "task-table-state" }, badge(row)),
       el("dt", {}, "CardID"), el("dd", {}, el("code", {}, row.card_id)),
-      el("dt", {}, "Name"), el("dd", {}, row.name || ""),
+      el("dt", {}, "Name"), el("dd", {}, text(row.name)),
       el("dt", {}, "Rows"), el("dd", {}, number(row.rows)),
-      el("dt", {}, "Department"), el("dd", {}, el("code", {}, body.project_id), ` (connection ${body.conn_id})`),
-      el("dt", {}, "Last completed"), el("dd", {}, time(row.completed)),
+      el("dt", {}, "Department"), el("dd", {}, el("code", {}, text(body.project_id)), body.conn_id ? ` (connection ${body.conn_id})` : ""),
+      el("dt", {}, "Last completed"), el("dd", {}, row.completed ? `${time(row.completed)} (${age(row.completed)})` : "not yet"),
       el("dt", {}, "Origin"), el("dd", {}, origin(row) || "upload"),
       el("dt", {}, "Last import by Airflow"), el("dd", {}, lastImport(row.last)),
     );
+    if (row.reason) facts.append(el("dt", {}, "Why the read failed"), el("dd", { id: "task-table-reason" }, row.reason));
     const open = appLink("Open in Data Tables", row.app_link);
-    show(el("h2", {}, row.name || row.card_id), facts, open ? el("p", {}, open) : null);
+    const page = appLink("The table's page (columns, imports)", row.page_link);
+    show(el("h2", {}, text(row.name) || row.card_id), facts, open ? el("p", {}, open) : null, page ? el("p", {}, page) : null);
     if (row.state === "being_read") setTimeout(load, Math.max(1, body.refresh_seconds || 30) * 1000);
   }
 
