@@ -2,7 +2,8 @@
 
 For every file: the emulator accepts it exactly when ``validate_csv`` finds no
 error (a refused file is 422 and costs nothing). For every file it accepts, its
-``Rows`` and ``Columns`` equal ``validate_csv``'s, and the manifest's counts (or
+``Rows`` and ``Columns`` equal ``validate_csv``'s, each column's ``DataType`` is
+``validate_csv(..., column_types=True)``'s (one rule, the whole file), and the manifest's counts (or
 its plain RFC 4180 reading, the one our rules follow, where the manifest gives
 both); files the manifest marks uncertain are checked against ``validate_csv``
 only.
@@ -71,7 +72,8 @@ def test_every_corpus_file_was_answered_and_refusals_cost_nothing(uploads, corpu
 @pytest.mark.parametrize("rec", RECORDS, ids=lambda r: r["file"])
 def test_corpus_file_reads_as_the_validator_and_the_manifest_say(uploads, rec):
     status, body, detail = uploads[rec["file"]]
-    report = validate_csv(CORPUS / "files" / rec["file"])
+    path = CORPUS / "files" / rec["file"]
+    report = validate_csv(path)
     if not report.ok:
         assert status == 422, body
         assert all(p.message.split(";")[0] in body["Msg"] for p in report.errors)
@@ -81,10 +83,32 @@ def test_corpus_file_reads_as_the_validator_and_the_manifest_say(uploads, rec):
     names = [c["ColumnName"] for c in detail["Columns"]]
     assert (detail["Rows"], names) == (report.rows, report.columns)
     assert len(set(names)) == len(names) and all(n.strip() for n in names)
-    assert {c["DataType"] for c in detail["Columns"]} <= {"long", "string"}
+    assert [c["DataType"] for c in detail["Columns"]] == validate_csv(path, column_types=True).column_types
     if rec["uncertain"]:
         return
     expected = {(rec["columns"], rec["rows"])}
     if "rfc4180" in rec:
         expected.add((rec["rfc4180"]["columns"], rec["rfc4180"]["rows"]))
     assert (len(names), detail["Rows"]) in expected
+
+
+def test_a_value_past_any_sample_types_the_table_as_the_validator_does(corpus_emulator, tmp_path):
+    """The table's DataType is the whole file's: one text value in the last of 30,000 rows makes the column string."""
+    import httpx
+
+    content = b"id,n\n" + b"".join(b"%d,%d\n" % (i, i % 7) for i in range(30_000)) + b"30000,late\n"
+    path = tmp_path / "late.csv"
+    path.write_bytes(content)
+    with httpx.Client(base_url=corpus_emulator.base_url, timeout=60, trust_env=False) as http:
+        headers = {"X-API-Key": corpus_emulator.api_key}
+        response = http.post(
+            "/v1.0/data/import",
+            headers=headers,
+            data={"ProjectID": corpus_emulator.project_id},
+            files={"File": ("late.csv", content, "text/csv")},
+        )
+        card_id = response.json()["CardID"]
+        corpus_emulator.wait_until_processed(corpus_emulator.project_id, card_id)
+        detail = http.get(f"/v1.0/projects/{corpus_emulator.project_id}/cards/{card_id}", headers=headers).json()
+    assert [c["DataType"] for c in detail["Columns"]] == ["long", "string"]
+    assert validate_csv(path, column_types=True).column_types == ["long", "string"]

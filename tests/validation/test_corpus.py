@@ -89,3 +89,32 @@ def test_ragged_rows_are_located():
     assert problem.code == "ragged-rows"
     assert problem.line == 2049 and problem.record == 2049
     assert "record 2049 (line 2049) has 16 fields" in problem.message
+
+
+def _types_by_the_rule(path: Path, delimiter: str, columns: int) -> list[str]:
+    """Each column's type read independently of the scan: every record by dialect.Records, every value by the rule."""
+    from airflow_tables.validation import dialect, types
+
+    states = [types.UNSEEN] * columns
+    with open(path, encoding="utf-8-sig", errors="replace", newline="") as f:
+        records = iter(dialect.Records(f, delimiter))
+        next(records, None)  # the header
+        for _, fields in records:
+            if len(fields) == columns:
+                states = [max(s, types.value_kind(v)) for s, v in zip(states, fields, strict=True)]
+    return [types.type_of(s) for s in states]
+
+
+@pytest.mark.parametrize("rec", RECORDS, ids=lambda r: r["file"])
+def test_real_world_csv_column_types(rec):
+    """Every file the service would read types its columns in the scan as a whole-file read by the rule does."""
+    path = CORPUS / "files" / rec["file"]
+    report = validate_csv(path, column_types=True)
+    if report.stopped is not None:
+        assert report.column_types is None
+        return
+    assert report.column_types is not None and len(report.column_types) == len(report.columns)
+    if report.encoding not in UTF8 or not report.columns:
+        return
+    whole = _types_by_the_rule(path, report.delimiter, report.column_count)
+    assert report.column_types == whole[: len(report.columns)]  # a header too wide to name is typed as named

@@ -2,17 +2,17 @@
 
 The seed says the service writes the table and column descriptions itself when it
 reads the file; ours say something true about the data (type, distinct values, a
-range, blanks), computed from a bounded sample so that reading a 512 MiB file
-costs little more than scanning it:
+range, blanks):
 
-* the sample is the first :data:`SAMPLE_ROWS` rows, or fewer for a wide table
-  (at most :data:`SAMPLE_VALUES` values); descriptions say so when the sample is
+* ``DataType`` is decided on the **whole file**, by the rule of
+  :mod:`airflow_tables.validation.types` (``long`` when every non-blank value is an
+  integer literal that fits in 64 bits and one value is not blank, else ``string``),
+  from the very scan that checked the file (``scan_file(..., column_types=True)``), so the
+  validator's ``column_types`` and the table's ``DataType`` cannot differ;
+* the descriptions are computed from a bounded sample so that reading a 512 MiB file
+  costs little more than scanning it: the first :data:`SAMPLE_ROWS` rows, or fewer for a
+  wide table (at most :data:`SAMPLE_VALUES` values); they say so when the sample is
   not the whole table;
-* ``DataType`` is ``long`` when every non-blank value in the sample is an integer
-  literal (optional sign, ASCII digits, surrounding blanks ignored) that fits in
-  64 bits, else ``string``; a column with no value at all is ``string``. The rule and
-  the sample's size live in :mod:`airflow_tables.validation.types`, which the provider's
-  expectations step reads columns with too;
 * distinct values are counted exactly up to :data:`DISTINCT_CAP`, then reported
   as "more than" it, so memory stays bounded however wide the table.
 
@@ -28,9 +28,9 @@ from contextlib import closing
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from airflow_tables.validation import dialect
-from airflow_tables.validation.scan import FileScan, data_records
-from airflow_tables.validation.types import LONG, SAMPLE_ROWS, SAMPLE_VALUES, STRING, long_range, sample_rows
+from airflow_tables.validation import dialect, rules
+from airflow_tables.validation.scan import FileScan, data_records, scan_file
+from airflow_tables.validation.types import LONG, SAMPLE_ROWS, SAMPLE_VALUES, STRING, long_range, sample_rows, strip
 
 if TYPE_CHECKING:
     from airflow_tables.emulator.config import Connector
@@ -55,9 +55,11 @@ class ColumnStats:
     distinct: set[str] | None = field(default_factory=set)  # None once past DISTINCT_CAP
     examples: list[str] = field(default_factory=list)
     longest: int = 0
+    #: The column's type on the whole file (from the scan); None: from the values added.
+    whole_file_type: str | None = None
 
     def add(self, values: Sequence[str]) -> None:
-        stripped = list(map(str.strip, values))
+        stripped = list(map(strip, values))
         blanks = stripped.count("")
         self.values += len(stripped)
         self.blanks += blanks
@@ -89,6 +91,8 @@ class ColumnStats:
 
     @property
     def data_type(self) -> str:
+        if self.whole_file_type is not None:
+            return self.whole_file_type
         return LONG if self.integer and self.values > self.blanks else STRING
 
     def describe(self, sampled: int, total: int) -> str:
@@ -134,9 +138,16 @@ class TableProfile:
     description: str
 
 
-def profile_file(scan: FileScan, file_name: str) -> TableProfile:
-    """Profile an accepted file from its scan: values from a bounded sample, shape from the full scan."""
-    stats = [ColumnStats(name) for name in scan.columns]
+def profile_file(scan: FileScan, file_name: str, limits: rules.Limits = rules.SERVICE_LIMITS) -> TableProfile:
+    """Profile an accepted file from its scan: shape and types from the full scan, descriptions from a sample.
+
+    A scan made without ``column_types`` (an older caller) is made again with them: the
+    types are always the whole file's.
+    """
+    types = scan.column_types
+    if types is None:
+        types = scan_file(scan.path, limits, column_types=True).column_types or [STRING] * len(scan.columns)
+    stats = [ColumnStats(name, whole_file_type=kind) for name, kind in zip(scan.columns, types, strict=True)]
     width = len(stats)
     limit = sample_rows(width)
     batch_rows = max(1, BATCH_VALUES // max(width, 1))

@@ -220,53 +220,123 @@ value_kind(const unsigned char *p, const unsigned char *e)
 }
 
 /*
- * The typing of one scan: the column states, the current record's field and column, and
- * the changes its fields make, applied only once the record is known to be plain (a record
- * handed back to the exact read is typed there).
+ * The typing of one scan: the column states, which columns are still open (not yet
+ * NOT_LONG), and the changes the current record's fields make, applied only once the
+ * record is known to be plain (a record handed back to the exact read is typed there).
+ * Fields of columns already NOT_LONG are never looked at: the walk jumps over their
+ * separators (clearing bits of the window's mask, without reading a byte).
  */
 typedef struct {
-    unsigned char *states; /* one per column; NULL: not typing */
+    unsigned char *states;  /* one per column; NULL: not typing */
     Py_ssize_t columns;
-    Py_ssize_t open;       /* columns not yet NOT_LONG: typing stops at 0 */
-    Py_ssize_t field_start, column;
-    Py_ssize_t *changes;   /* column * 4 + new state, for the record being read */
+    Py_ssize_t open;        /* columns not yet NOT_LONG: typing stops at 0 */
+    Py_ssize_t *next_open;  /* columns + 1 entries: the first open column at or after c (columns: none) */
+    Py_ssize_t *changes;    /* column * 4 + new state, for the record being read (one per column at most) */
     Py_ssize_t changed;
+    Py_ssize_t len;         /* the buffer's length: how far a word may be read */
 } Typing;
 
-static inline void
-type_field(Typing *t, const unsigned char *buf, Py_ssize_t end)
+static void
+find_open(Typing *t)
 {
-    const Py_ssize_t c = t->column++;
-    if (c < t->columns && t->states[c] != NOT_LONG) {
-        const int kind = value_kind(buf + t->field_start, buf + end);
-        if (kind > t->states[c])
-            t->changes[t->changed++] = c * 4 + kind;
+    Py_ssize_t next = t->columns;
+    t->open = 0;
+    t->next_open[t->columns] = next;
+    for (Py_ssize_t c = t->columns - 1; c >= 0; c--) {
+        if (t->states[c] != NOT_LONG) {
+            next = c;
+            t->open++;
+        }
+        t->next_open[c] = next;
     }
-    t->field_start = end + 1;
+}
+
+static inline void
+note_value(Typing *t, Py_ssize_t column, int kind)
+{
+    if (kind > t->states[column])
+        t->changes[t->changed++] = column * 4 + kind;
 }
 
 /*
- * The record ending at buf[end] (a line break; or the end of the buffer, at_end) is plain:
- * type its last field and apply its changes.
+ * value_kind for buf[start:end], with a fast path for the usual value of a long column: 1 to
+ * 8 bytes, all ASCII digits (then it fits: checked as one 64-bit word, SWAR, without a loop).
+ */
+static inline int
+field_kind(const unsigned char *buf, Py_ssize_t len, Py_ssize_t start, Py_ssize_t end)
+{
+    const Py_ssize_t n = end - start;
+    if (n >= 1 && n <= 8 && start + 8 <= len) {
+        uint64_t word;
+        memcpy(&word, buf + start, 8);
+        const uint64_t keep = n == 8 ? ~(uint64_t)0 : ((uint64_t)1 << (8 * n)) - 1;
+        word = (word & keep) | (0x3030303030303030ULL & ~keep); /* the bytes past the field read as '0' */
+        /* A byte below '0' borrows into its high bit; one above '9' carries into it. */
+        if ((((word - 0x3030303030303030ULL) | (word + 0x4646464646464646ULL)) & 0x8080808080808080ULL) == 0)
+            return SEEN_LONG;
+    }
+    return value_kind(buf + start, buf + end);
+}
+
+/*
+ * Type the fields of the current record that end at the separators ``ends`` (bits of the
+ * window at ``base``). ``*column`` is the field the record is in, ``*start`` where it
+ * started (kept only for open columns).
  */
 static inline void
-type_record(Typing *t, const unsigned char *buf, Py_ssize_t end, int at_end)
+type_fields(Typing *t, const unsigned char *buf, Py_ssize_t base, uint64_t ends, Py_ssize_t *column,
+            Py_ssize_t *start)
 {
-    Py_ssize_t field_end = end;
-    if (!at_end && field_end > t->field_start && buf[field_end] == '\n' && buf[field_end - 1] == '\r')
-        field_end--; /* the CR of a CRLF */
-    type_field(t, buf, field_end);
-    t->field_start = end + 1;
-    for (Py_ssize_t k = 0; k < t->changed; k++) {
-        const Py_ssize_t c = t->changes[k] / 4;
-        const unsigned char kind = (unsigned char)(t->changes[k] % 4);
-        if (kind > t->states[c]) {
-            t->open -= kind == NOT_LONG;
-            t->states[c] = kind;
+    Py_ssize_t c = *column;
+    while (ends) {
+        const Py_ssize_t want = c < t->columns ? t->next_open[c] : t->columns;
+        if (want >= t->columns)
+            break; /* no open column left in this record (c stays behind: no later field is typed either) */
+        if (want > c) { /* jump to the separator before field ``want`` */
+            while (want - c > 1 && ends) {
+                ends &= ends - 1;
+                c++;
+            }
+            if (!ends)
+                break;
+            *start = base + CTZ(ends) + 1;
+            ends &= ends - 1;
+            c = want;
+            if (!ends)
+                break;
         }
+        const Py_ssize_t end = base + CTZ(ends); /* field c, open, ends here */
+        note_value(t, c, field_kind(buf, t->len, *start, end));
+        *start = end + 1;
+        ends &= ends - 1;
+        c++;
     }
-    t->changed = 0;
-    t->column = 0;
+    *column = c;
+}
+
+/*
+ * The record ending at buf[end] (a line break; or the end of the buffer, ``at_end``) is
+ * plain: type its last field and apply its changes.
+ */
+static inline void
+type_record(Typing *t, const unsigned char *buf, Py_ssize_t end, int at_end, Py_ssize_t column, Py_ssize_t start)
+{
+    if (column < t->columns && t->next_open[column] == column) {
+        Py_ssize_t field_end = end;
+        if (!at_end && field_end > start && buf[end] == '\n' && buf[end - 1] == '\r')
+            field_end--; /* the CR of a CRLF */
+        note_value(t, column, field_kind(buf, t->len, start, field_end));
+    }
+    if (t->changed) {
+        for (Py_ssize_t k = 0; k < t->changed; k++) {
+            const Py_ssize_t c = t->changes[k] / 4;
+            const unsigned char kind = (unsigned char)(t->changes[k] % 4);
+            if (kind > t->states[c])
+                t->states[c] = kind;
+        }
+        t->changed = 0;
+        find_open(t);
+    }
 }
 
 typedef struct {
@@ -286,6 +356,8 @@ scan_plain(const unsigned char *buf, Py_ssize_t len, unsigned char delimiter, Py
     uint64_t edge_before = 1;    /* the byte before the window ends a field (the buffer starts a record) */
     uint64_t line_start = 1;     /* the window's first byte starts a line */
     int stopped = 0;
+    Py_ssize_t t_column = 0, t_start = 0; /* typing: the field the record is in, where it started */
+    typing->len = len;
 
     if (!final && len > 0 && buf[len - 1] == '\r')
         len--; /* half of a CRLF, perhaps: leave it for the next buffer */
@@ -352,9 +424,10 @@ scan_plain(const unsigned char *buf, Py_ssize_t len, unsigned char delimiter, Py
                 break;
             }
             if (typing->open) {
-                for (uint64_t ends = delim_bits & upto; ends; ends &= ends - 1)
-                    type_field(typing, buf, base + CTZ(ends));
-                type_record(typing, buf, base + b, 0);
+                type_fields(typing, buf, base, delim_bits & upto, &t_column, &t_start);
+                type_record(typing, buf, base + b, 0, t_column, t_start);
+                t_column = 0;
+                t_start = base + b + 1;
             }
             delim_bits &= ~upto;
             problems &= ~upto;
@@ -369,8 +442,7 @@ scan_plain(const unsigned char *buf, Py_ssize_t len, unsigned char delimiter, Py
         }
         delims += POPCOUNT(delim_bits);
         if (typing->open) /* the fields of the record that goes on in the next window */
-            for (uint64_t ends = delim_bits; ends; ends &= ends - 1)
-                type_field(typing, buf, base + CTZ(ends));
+            type_fields(typing, buf, base, delim_bits, &t_column, &t_start);
         inside_before = (inside >> (n - 1)) & 1 ? ~(uint64_t)0 : 0;
         edge_before = (edges >> (n - 1)) & 1;
         line_start = (breaks >> (n - 1)) & 1;
@@ -381,7 +453,7 @@ scan_plain(const unsigned char *buf, Py_ssize_t len, unsigned char delimiter, Py
             stopped = 1;
         else {
             if (typing->open)
-                type_record(typing, buf, len, 1);
+                type_record(typing, buf, len, 1, t_column, t_start);
             records++;
             record_start = len;
         }
@@ -452,16 +524,14 @@ plain_records(PyObject *module, PyObject *args)
         }
         typing.states = types_view.buf;
         typing.columns = columns;
-        for (Py_ssize_t c = 0; c < columns; c++)
-            typing.open += typing.states[c] != NOT_LONG;
-        if (typing.open) {
-            typing.changes = PyMem_Malloc((size_t)columns * sizeof(Py_ssize_t));
-            if (typing.changes == NULL) {
-                PyBuffer_Release(&types_view);
-                PyBuffer_Release(&view);
-                return PyErr_NoMemory();
-            }
+        typing.changes = PyMem_Malloc((size_t)(2 * columns + 1) * sizeof(Py_ssize_t));
+        if (typing.changes == NULL) {
+            PyBuffer_Release(&types_view);
+            PyBuffer_Release(&view);
+            return PyErr_NoMemory();
         }
+        typing.next_open = typing.changes + columns;
+        find_open(&typing);
     }
     Py_BEGIN_ALLOW_THREADS
     scan_plain(view.buf, view.len, (unsigned char)delimiter, columns, final, &stops, &typing, &scan);

@@ -204,6 +204,7 @@ class PythonKernel:
             if lines and not lines[-1]:
                 lines.pop()  # the last record's line break
             rows = [line.split(self.delimiter) for line in lines]
+        rows = [row for row in rows if len(row) == self.columns]  # past the verified bytes, see the class doc
         open_columns = [c for c, state in enumerate(states) if state != types.NOT_LONG]
         for column in open_columns:
             states[column] = types.fold(states[column], [row[column] for row in rows])

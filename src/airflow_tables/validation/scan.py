@@ -132,7 +132,7 @@ def scan_file(
         return scan_data(path, offset, size, delimiter, columns, column_types)
 
     with open(path, "rb") as f:
-        return _scan(f, path, size, limits, records)
+        return _scan(f, path, size, limits, records, column_types)
 
 
 def scan_stream(
@@ -163,7 +163,7 @@ def scan_stream(
         return found
 
     try:
-        scan = _scan(cast(BinaryIO, replay), label, size, limits, records)
+        scan = _scan(cast(BinaryIO, replay), label, size, limits, records, column_types)
     except NotPlain:
         return None
     if not read_to_end and replay.position > size:
@@ -179,6 +179,7 @@ def _scan(
     size: int,
     limits: rules.Limits,
     scan_records: Callable[[BinaryIO, int, str, int], RangeScan],
+    column_types: bool = False,
 ) -> FileScan:
     """Read the header of ``f`` and have ``scan_records`` scan what follows it; put the report together."""
     scan = FileScan(path=path, size_bytes=size)
@@ -206,6 +207,7 @@ def _scan(
     head = head[enc.bom_length :]
     if not head.strip(b"\r\n"):
         scan.errors.append(rules.EMPTY_FILE.problem(line=1))
+        scan.column_types = [] if column_types else None  # read to the end: no column to type
         return scan
     sample = head.decode("utf-8", errors="replace")
     scan.delimiter = dialect.detect_delimiter(sample)

@@ -88,7 +88,7 @@ def fold(state: int, values: Sequence[str]) -> int:
         return state
     joined = "".join(values)
     if joined.isascii() and joined.isdigit():  # no sign, no whitespace, no blank
-        if max(map(len, values)) < _MAX_DIGITS or all(_fits(v) for v in values):
+        if max(map(len, values)) < _MAX_DIGITS or all(_fits(v) for v in values if v):
             return SEEN_LONG
         return NOT_LONG
     for value in values:
