@@ -125,7 +125,7 @@ class Reader:
         try:
             if self.controls.take_failure():
                 raise ReadingFailed("the test control fail_readings made this reading fail")
-            profile = profile_file(scan or self._rescan(card), name)
+            profile = profile_file(scan or self._rescan(card), name, self.limits)
             successful = True
         except ReadingFailed as err:
             profile.description = f"Reading {name} failed: {err}."
@@ -149,7 +149,7 @@ class Reader:
         path = self.store.path(card.pending_file)
         if not path.is_file():
             raise ReadingFailed("the uploaded file is no longer in the emulator's data directory")
-        scan = scan_file(path, self.limits)
+        scan = scan_file(path, self.limits, column_types=True)  # the types are the whole file's (profile.py)
         if scan.errors:
             raise ReadingFailed("; ".join(str(p) for p in scan.errors[:5]))
         return scan
