@@ -12,8 +12,9 @@ test directory (and the benchmarks) can use it::
         monkeypatch.setenv(*s3.connection_env("aws_test"))   # then s3://aws_test@landing/orders.csv
 
 The server keeps objects in memory and answers any key pair (moto checks no signatures
-by default). ``python tests/_s3.py PORT_FILE`` is the server process itself: it writes its
-port to PORT_FILE once it serves, and stops when its parent does.
+by default). It also counts the requests it answers (:meth:`S3Server.requests`), so a test
+can tell how many times an object was read. ``python tests/_s3.py PORT_FILE`` is the server
+process itself: it writes its port to PORT_FILE once it serves, and stops when its parent does.
 """
 
 from __future__ import annotations
@@ -123,15 +124,61 @@ class S3Server:
     def get(self, bucket: str, key: str) -> bytes:
         return self.client().get_object(Bucket=bucket, Key=key)["Body"].read()
 
+    # -- what the server was asked ------------------------------------------------------------
+
+    def requests(self, method: str | None = None, path: str | None = None) -> list[dict[str, str]]:
+        """The requests answered since the server started, oldest first: method, path, Range header.
+
+        ``method`` and ``path`` (``/bucket/key``, with the key as the client quoted it)
+        keep only those requests. Those made by this class's own helpers count too.
+        """
+        import urllib.request
+
+        with urllib.request.urlopen(self.endpoint_url + REQUESTS_PATH, timeout=30) as resp:
+            seen = json.loads(resp.read())
+        return [r for r in seen if (method is None or r["method"] == method) and (path is None or r["path"] == path)]
+
+    def reads(self, bucket: str, key: str) -> int:
+        """How many GET requests read the object ``key`` (whole or a range of it)."""
+        from urllib.parse import quote
+
+        return len(self.requests("GET", f"/{bucket}/{quote(key)}"))
+
+
+#: Where the server process lists the requests it answered (an S3 bucket name cannot start with "_").
+REQUESTS_PATH = "/_requests"
+
+
+class _Counted:
+    """A WSGI application that records each request's method, path and Range header before moto answers it."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.seen: list[dict[str, str]] = []
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
+        path = environ.get("RAW_URI") or environ.get("REQUEST_URI") or environ.get("PATH_INFO", "")
+        path = path.split("?", 1)[0]
+        if path == REQUESTS_PATH:
+            body = json.dumps(self.seen).encode()
+            start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
+            return [body]
+        self.seen.append({"method": environ["REQUEST_METHOD"], "path": path, "range": environ.get("HTTP_RANGE", "")})
+        return self.app(environ, start_response)
+
 
 def _serve(port_file: str) -> None:
     """The server process: moto on a free port, its port written once it serves; ends with its parent."""
-    from moto.server import ThreadedMotoServer
+    import threading
 
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+    from werkzeug.serving import make_server
+
+    app = _Counted(DomainDispatcherApplication(create_backend_app))
+    server = make_server("127.0.0.1", 0, app, True, request_handler=MotoRequestHandler)  # as ThreadedMotoServer
+    threading.Thread(target=server.serve_forever, daemon=True).start()
     parent = os.getppid()
-    _, port = server.get_host_and_port()
+    port = server.server_address[1]
     tmp = port_file + ".tmp"
     Path(tmp).write_text(str(port))
     os.replace(tmp, port_file)
