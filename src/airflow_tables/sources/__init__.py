@@ -30,6 +30,7 @@ from typing import Any, BinaryIO, cast
 
 from airflow_tables.sources.allowed import ARGUMENT, SourceNotAllowedError, check_object, check_path, parse_prefixes
 from airflow_tables.sources.storage import (
+    ObjectStream,
     SourceError,
     SourceNotFoundError,
     is_storage_path,
@@ -102,11 +103,15 @@ class Source:
         """The bytes the service receives, a block of about ``block_size`` at a time.
 
         Each view is valid until the next is asked for: the blocks are read (and converted)
-        into reused buffers, for a reader that passes them on without keeping them.
+        into reused buffers, for a reader that passes them on without keeping them. A
+        streamed object's blocks are the pieces its GET received, handed over as they are.
         """
         with self.open_stored() as raw:
             if self.codec is not None:
                 yield from Utf8Reader(raw, self.codec, block_size).blocks()
+                return
+            if isinstance(raw, ObjectStream):
+                yield from raw.pieces()
                 return
             buffer = bytearray(block_size)
             view = memoryview(buffer)

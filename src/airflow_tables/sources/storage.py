@@ -13,17 +13,20 @@ install; callers turn that into "nothing was sent".
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import functools
 import io
 import os
 import re
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
 if TYPE_CHECKING:
+    import asyncio
     import concurrent.futures
 
     from fsspec import AbstractFileSystem
@@ -43,10 +46,12 @@ INSTALL = {
 }
 #: Bytes asked of the storage per read when it cannot stream an object in one request.
 READ_BLOCK = 8 * 1024 * 1024
-#: Bytes of a streamed GET handed over at a time (and fetched ahead): the stream is one request
-#: whatever this is, and blocks that stay in the CPU's cache copy faster than 8 MiB ones (the
-#: object's scan is measured in benchmarks/sources.py).
-STREAM_BLOCK = 1024 * 1024
+#: Bytes of a streamed GET received ahead of the reader, at most: the read-ahead that lets the
+#: download go on while the last bytes are sent or scanned (the task's memory grows by about this).
+READ_AHEAD = 8 * 1024 * 1024
+#: Bytes asked of the HTTP client per read of a streamed GET: it returns what it has received,
+#: up to this (64-256 KiB at a time in practice), so each piece is handed over as it arrives.
+READ_PIECE = 1024 * 1024
 
 
 class SourceError(OSError):
@@ -152,101 +157,143 @@ def open_stream(fs: AbstractFileSystem, key: str, label: str) -> BinaryIO:
     from fsspec.asyn import AsyncFileSystem
 
     if isinstance(fs, AsyncFileSystem) and type(fs).open_async is not AsyncFileSystem.open_async:
-        return cast(BinaryIO, _AsyncStream(fs, key, label))
+        return cast(BinaryIO, ObjectStream(fs, key, label))
     try:
         return fs.open(key, "rb", block_size=READ_BLOCK, cache_type="none")
     except Exception as err:
         raise SourceError(label, f"the storage refused or failed ({type(err).__name__}: {err})") from err
 
 
-class _AsyncStream(io.RawIOBase):
-    """One streamed GET of an object, read from synchronous code through fsspec's event loop.
+class ObjectStream(io.RawIOBase):
+    """One streamed GET of an object, read ahead on fsspec's event loop while the caller works.
 
-    The next block is fetched on the loop while the caller uses the last one (scans it,
-    sends it, converts it), so reading from storage and the work on it overlap instead of
-    taking turns. A block is the list of pieces the HTTP client returned (64-256 KiB each),
-    copied once, straight into the caller's buffer: joining them first, or reading through
-    an ``io.BufferedReader``, costs two more copies (measured in ``benchmarks/sources.py``).
-    At most two blocks are held.
+    A task on the storage's own event loop reads the response as it arrives and queues the
+    pieces the HTTP client hands it (no copy), up to :data:`READ_AHEAD` bytes ahead of the
+    reader; the reader takes them from the queue (:meth:`pieces`, as they are, for the
+    upload; :meth:`readinto`, copied once into its buffer, for the scan). So the download
+    never waits for a block to be asked for, and the reader never waits for one to be
+    fetched unless the storage is the slower end (``docs/sources.md`` has the measurements).
+    One request: the object as it was when the GET started.
     """
 
-    def __init__(self, fs: Any, key: str, label: str, block_size: int = STREAM_BLOCK) -> None:
+    def __init__(self, fs: Any, key: str, label: str, read_ahead: int = READ_AHEAD, piece: int = READ_PIECE) -> None:
         super().__init__()
         self.fs = fs
         self.key = key
         self.label = label
-        self.block_size = block_size
-        self._file: Any = None
-        self._next: concurrent.futures.Future[list[bytes]] | None = None
-        self._pieces: list[memoryview] = []  # the current block's pieces not yet handed over
-        self._done = False
+        self.read_ahead = read_ahead
+        self.piece = piece
+        #: The most bytes ever queued at once (at most ``read_ahead`` plus one piece).
+        self.peak_held = 0
+        self._ready = threading.Condition()
+        self._queue: collections.deque[bytes] = collections.deque()
+        self._held = 0
+        self._head = memoryview(b"")  # the piece being copied out by readinto()
+        self._ended = False
+        self._error: BaseException | None = None
+        self._paused = False  # the pump waits for room
+        self._room: asyncio.Event | None = None
+        self._pump_future: concurrent.futures.Future[None] | None = None
 
     def readable(self) -> bool:
         return True
 
     def readinto(self, buffer: Any) -> int:
-        if not self._pieces and not self._take_block():
-            return 0
+        """Fill ``buffer`` (to its end, or to the object's), copying from the received pieces."""
         target = memoryview(buffer).cast("B")
         filled = 0
-        while self._pieces and filled < len(target):
-            piece = self._pieces[0]
-            n = min(len(piece), len(target) - filled)
-            target[filled : filled + n] = piece[:n]
+        while filled < len(target):
+            if not self._head:
+                piece = self._take()
+                if piece is None:
+                    break
+                self._head = memoryview(piece)
+            n = min(len(self._head), len(target) - filled)
+            target[filled : filled + n] = self._head[:n]
+            self._head = self._head[n:]
             filled += n
-            if n == len(piece):
-                self._pieces.pop(0)
-            else:
-                self._pieces[0] = piece[n:]
         return filled
 
-    def _take_block(self) -> bool:
-        """Wait for the block being fetched and start fetching the next; False at the end of the object."""
-        if self._done:
-            return False
-        if self._next is None:
-            self._next = self._fetch()
-        try:
-            pieces = self._next.result()
-        except OSError:
-            raise
-        except Exception as err:  # the storage library's own error types: an OSError, saying which
-            raise SourceError(self.label, f"reading failed ({type(err).__name__}: {err})") from err
-        self._done = not pieces
-        self._next = None if self._done else self._fetch()
-        self._pieces = [memoryview(piece) for piece in pieces]
-        return not self._done
+    def pieces(self) -> Iterator[memoryview]:
+        """The rest of the object as the pieces the HTTP client received, handed over without a copy."""
+        if self._head:
+            head, self._head = self._head, memoryview(b"")
+            yield head
+        while (piece := self._take()) is not None:
+            yield memoryview(piece)
 
-    def _fetch(self) -> concurrent.futures.Future[list[bytes]]:
+    def _take(self) -> bytes | None:
+        """The next received piece, waiting for it; None at the end of the object."""
+        if self._pump_future is None:
+            import asyncio  # not at import: the validator of local files starts in milliseconds
+
+            self._pump_future = asyncio.run_coroutine_threadsafe(self._pump(), self.fs.loop)
+        with self._ready:
+            while not self._queue and not self._ended and self._error is None:
+                self._ready.wait()
+            if self._queue:
+                piece = self._queue.popleft()
+                self._held -= len(piece)
+                if self._paused and self._held <= self.read_ahead // 2:
+                    self._paused = False
+                    room = self._room
+                    assert room is not None  # made by the pump before it pauses
+                    self.fs.loop.call_soon_threadsafe(room.set)
+                return piece
+            if self._error is not None:
+                raise self._failure(self._error)
+            return None
+
+    def _failure(self, err: BaseException) -> OSError:
+        if isinstance(err, OSError):
+            return err
+        # the storage library's own error types: an OSError, saying which
+        return SourceError(self.label, f"reading failed ({type(err).__name__}: {err})")
+
+    async def _pump(self) -> None:
+        """Read the GET's body into the queue, pausing while :data:`READ_AHEAD` bytes wait there."""
         import asyncio
 
-        return asyncio.run_coroutine_threadsafe(self._read(self.block_size), self.fs.loop)
-
-    async def _read(self, length: int) -> list[bytes]:
-        if self._file is None:
-            self._file = await self.fs.open_async(self.key, "rb")
-        pieces, got = [], 0
-        while got < length:  # one trip through the loop per block, not per piece
-            piece = await self._file.read(length - got)
-            if not piece:
-                break
-            pieces.append(piece)
-            got += len(piece)
-        return pieces
+        self._room = asyncio.Event()
+        try:
+            file = await self.fs.open_async(self.key, "rb")
+            try:
+                while True:
+                    piece = await file.read(self.piece)
+                    with self._ready:
+                        if piece:
+                            self._queue.append(piece)
+                            self._held += len(piece)
+                            self.peak_held = max(self.peak_held, self._held)
+                        else:
+                            self._ended = True
+                        self._ready.notify()
+                        if self._held >= self.read_ahead:
+                            self._paused = True
+                            self._room.clear()
+                    if not piece:
+                        return
+                    if self._paused:
+                        await self._room.wait()
+            finally:
+                with contextlib.suppress(Exception):  # closing a finished or failed GET: nothing left to do
+                    await file.close()
+        except Exception as err:  # handed to the reader, which raises it as an OSError naming the object
+            with self._ready:
+                self._error = err
+                self._ready.notify()
 
     def close(self) -> None:
         if not self.closed:
-            if self._next is not None:
-                self._next.cancel()
-                with contextlib.suppress(Exception):  # a read cut short: its outcome no longer matters
-                    self._next.result(timeout=30)
-            if self._file is not None:
-                import asyncio
+            future, self._pump_future = self._pump_future, None
+            if future is not None and not future.done():
+                import concurrent.futures
 
-                with contextlib.suppress(Exception):  # closing a finished or failed GET: nothing left to do
-                    asyncio.run_coroutine_threadsafe(self._file.close(), self.fs.loop).result(timeout=30)
-            self._file = self._next = None
-            self._pieces = []
+                future.cancel()  # a read cut short: stop the GET
+                with contextlib.suppress(Exception, concurrent.futures.CancelledError):
+                    future.result(timeout=30)
+            self._queue.clear()
+            self._head = memoryview(b"")
         super().close()
 
 

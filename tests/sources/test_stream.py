@@ -1,0 +1,136 @@
+"""An object streamed from a real S3 server: read ahead on the storage's event loop, bounded, and cut off cleanly."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import threading
+import time
+
+import pytest
+from tests.sources.conftest import CONN_ID
+
+from airflow_tables import exceptions as ex
+from airflow_tables.sources import SourceError, open_source
+from airflow_tables.sources.storage import ObjectStream
+
+PIECE = 64 * 1024
+DATA = b"".join(b"%08d,north,%08d\n" % (i, i * 7) for i in range(200_000))  # 4.6 MB
+
+
+def _stream(uri: str, **kwargs) -> ObjectStream:
+    from airflow.sdk import ObjectStoragePath
+
+    path = ObjectStoragePath(uri)
+    return ObjectStream(path.fs, path.path, uri, **kwargs)
+
+
+def _until(condition, what: str, seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting until {what}"
+        time.sleep(0.005)
+
+
+def test_the_next_pieces_are_read_ahead_while_the_reader_works_and_no_further(s3_server, bucket):
+    s3_server.put(bucket, "big.csv", DATA)
+    stream = _stream(f"s3://{CONN_ID}@{bucket}/big.csv", read_ahead=512 * 1024, piece=PIECE)
+    with stream:
+        pieces = stream.pieces()
+        received = [bytes(next(pieces))]
+        # The reader holds on to its piece: the pump reads on without being asked, until the read-ahead is full.
+        _until(lambda: stream.peak_held >= 512 * 1024, "the read-ahead filled")
+        _until(lambda: stream._paused, "the pump paused")
+        held = stream.peak_held
+        time.sleep(0.05)  # nothing more may arrive while it is paused
+        assert stream.peak_held == held <= 512 * 1024 + PIECE
+        received += [bytes(piece) for piece in pieces]
+    assert b"".join(received) == DATA
+    assert stream.peak_held <= 512 * 1024 + PIECE
+    assert s3_server.reads(bucket, "big.csv") == 1
+
+
+def test_readinto_fills_the_buffer_from_the_received_pieces(s3_server, bucket):
+    s3_server.put(bucket, "big.csv", DATA)
+    with open_source(f"s3://{CONN_ID}@{bucket}/big.csv").open() as raw:
+        buffer = bytearray(1_000_003)  # not a multiple of any piece
+        out = []
+        while n := raw.readinto(buffer):
+            assert n == len(buffer) or not raw.readinto(bytearray(1)), "a short read before the end"
+            out.append(bytes(buffer[:n]))
+    assert b"".join(out) == DATA
+
+
+def test_closing_a_stream_read_in_part_stops_its_get(s3_server, bucket):
+    s3_server.put(bucket, "big.csv", DATA)
+    stream = _stream(f"s3://{CONN_ID}@{bucket}/big.csv", read_ahead=256 * 1024, piece=PIECE)
+    first = next(stream.pieces())
+    stream.close()
+    assert first and stream.closed
+    assert stream._pump_future is None and not stream._queue
+
+
+class _CuttingProxy:
+    """A TCP proxy to the S3 server that drops a connection once it has relayed ``limit`` bytes of answers."""
+
+    def __init__(self, target: str, limit: int) -> None:
+        host, port = target.removeprefix("http://").split(":")
+        self.target = (host, int(port))
+        self.limit = limit
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(self.target)
+            threading.Thread(target=self._relay, args=(client, server, None), daemon=True).start()
+            threading.Thread(target=self._relay, args=(server, client, self.limit), daemon=True).start()
+
+    @staticmethod
+    def _relay(source: socket.socket, sink: socket.socket, limit: int | None) -> None:
+        relayed = 0
+        with contextlib.suppress(OSError):  # either side closing ends the relay
+            while data := source.recv(65536):
+                sink.sendall(data)
+                relayed += len(data)
+                if limit is not None and relayed > limit:
+                    break
+        for sock in (source, sink):
+            with contextlib.suppress(OSError):  # the other side may have closed it already
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+@pytest.fixture
+def cut_storage(s3_server, bucket, monkeypatch):
+    """``s3://aws_cut@<bucket>/...``: the same server, through a proxy that breaks an answer after 1 MiB."""
+    proxy = _CuttingProxy(s3_server.endpoint_url, 1024 * 1024)
+    conn = s3_server.connection()
+    conn["extra"] = {**conn["extra"], "endpoint_url": proxy.url, "config_kwargs": {"retries": {"max_attempts": 1}}}
+    monkeypatch.setenv("AIRFLOW_CONN_AWS_CUT", json.dumps(conn))
+    yield f"s3://aws_cut@{bucket}"
+    proxy.close()
+
+
+def test_an_object_unreadable_midway_is_cut_off_and_nothing_is_imported(s3_server, bucket, cut_storage, hook, emulator):
+    s3_server.put(bucket, "big.csv", DATA)
+    source = open_source(f"{cut_storage}/big.csv")
+    with pytest.raises(SourceError, match="big.csv"):
+        for _ in source.blocks(PIECE):
+            pass
+    emulator.reset_stats()
+    credits = emulator.credits()
+    with pytest.raises(ex.DataTablesError) as info:
+        hook.import_csv(None, source)
+    assert not isinstance(info.value, ex.DataTablesImportUncertainError)
+    assert "could not be read to its end" in str(info.value) and "nothing was imported" in str(info.value)
+    assert emulator.stats()["imports_accepted"] == 0 and emulator.credits() == credits
