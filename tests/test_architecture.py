@@ -26,6 +26,7 @@ RULES: list[tuple[str, tuple[str, ...], str]] = [
     ("utils", ("operators", "sensors", "plugins"), "what tasks share stands below them"),
     ("sensors", ("operators",), "the sensor shares utils/ with the operators, not their modules"),
     ("plugins", ("operators", "sensors", "utils", "expectations"), "the page only reads: hooks, model, assets"),
+    ("notifiers", ("operators", "sensors", "utils", "plugins", "triggers"), "a notifier only looks: hooks, model"),
     ("validation", ("hooks", "operators", "sensors", "utils", "plugins", "triggers", "expectations", "emulator"), ""),
     ("sources", ("validation", "hooks", "operators", "sensors", "utils", "plugins", "triggers"), "a source is bytes"),
     ("expectations", ("hooks", "operators", "sensors", "utils", "plugins", "triggers"), "checks before any request"),

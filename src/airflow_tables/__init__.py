@@ -28,6 +28,7 @@ def get_provider_info() -> dict:
         "triggers": [{"integration-name": "Data Tables Service", "python-modules": ["airflow_tables.triggers.tables"]}],
         "hooks": [{"integration-name": "Data Tables Service", "python-modules": ["airflow_tables.hooks.tables"]}],
         "extra-links": ["airflow_tables.links.DataTablesTableLink"],
+        "notifications": ["airflow_tables.notifiers.DataTablesFreshnessNotifier"],
         # The [datatables] section: settings a deployer makes once, for every DAG and component.
         "config": {
             "datatables": {

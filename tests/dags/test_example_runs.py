@@ -16,3 +16,55 @@ def test_the_dataframe_example_names_its_table_readably(dags_module, datatables_
     assert str(dag_run.get_task_instance("import_orders_by_region").state) == "success"
     table = next(c for c in datatables_conn.list_cards(datatables_conn.project_id) if c["CardID"] == card_id)
     assert (table["CardName"], table["Rows"], table["SuccessfulUpload"]) == ("orders_by_region", 4, True)
+
+
+def test_the_deadline_example_says_why_the_orders_table_is_late(dags_module, datatables_conn, tmp_path, monkeypatch):
+    """The run's read fails, so it misses its 07:00 deadline; the deadline's callback words the service's reason."""
+    import asyncio
+    import importlib
+    from datetime import datetime, timedelta, timezone
+
+    from airflow.models.deadline import Deadline
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+    from tests.operators._runs import import_table, orders_csv
+
+    from airflow_tables.hooks.tables import DataTablesHook
+
+    project = datatables_conn.project_id
+    card_id = import_table(datatables_conn, orders_csv(tmp_path))
+    datatables_conn.wait_until_processed(project, card_id)
+    datatables_conn.set_settings(fail_readings=1, failure_reason="row 3 has 5 fields, the header 4")
+    DataTablesHook().import_csv(project, orders_csv(tmp_path), card_id=card_id)  # tonight's refresh, read badly
+    failed = datatables_conn.wait_until_processed(project, card_id)
+    monkeypatch.setenv("DATATABLES_PROJECT_ID", project)
+    monkeypatch.setenv("DATATABLES_DAILY_CARD_ID", card_id)
+    monkeypatch.setenv("DATATABLES_POLL_INTERVAL", "0.2")
+    (dag,) = install_dag_file(DAGS / "example_datatables_deadline.py")
+
+    midnight = datetime.now(timezone.utc).replace(microsecond=0) - timedelta(hours=8)  # 07:00 is an hour ago
+    dag_run = dag.test(logical_date=midnight, run_after=midnight)
+    assert str(dag_run.get_task_instance("wait_for_orders").state) == "failed"
+
+    # What the scheduler does with a deadline that passed, then what the triggerer runs for it.
+    with create_session() as session:
+        (deadline,) = session.scalars(select(Deadline).where(Deadline.dagrun_id == dag_run.id)).all()
+        assert deadline.deadline_time == midnight + timedelta(hours=7)
+        deadline.handle_miss(session)
+        session.flush()
+        row = getattr(deadline, "trigger", None) or deadline.callback.trigger  # 3.1: on the deadline
+        module, _, name = row.classpath.rpartition(".")
+        trigger = getattr(importlib.import_module(module), name)(**row.kwargs)
+        session.rollback()
+
+    async def events():
+        return [event.payload async for event in trigger.run()]
+
+    *_, last = asyncio.run(events())
+    assert last["state"] == "success", last
+    assert last["body"] == (
+        f"DAG example_datatables_deadline run {dag_run.run_id} missed its deadline of "
+        f"{(midnight + timedelta(hours=7)).isoformat()}: table {card_id} (orders): the service could not read "
+        f"its file at {failed['UploadCompletionTime']} UTC: "
+        '"Reading orders.csv failed: row 3 has 5 fields, the header 4.".'
+    )
