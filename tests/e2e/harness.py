@@ -264,6 +264,12 @@ class Postgres:
 
         return psycopg2.connect(host="127.0.0.1", port=self.port, user=self.user, dbname=dbname, connect_timeout=3)
 
+    def query(self, sql: str, *params: Any) -> list[tuple]:
+        """The rows of one read-only query of the Airflow database (for what the REST API does not show)."""
+        with contextlib.closing(self._connect(self.database)) as conn, conn.cursor() as cursor:
+            cursor.execute(sql, params)
+            return cursor.fetchall()
+
     def _ready(self) -> bool:
         self._connect("postgres").close()
         return True
@@ -390,6 +396,9 @@ class AirflowStack:
                 "AIRFLOW__SCHEDULER__JOB_HEARTBEAT_SEC": "2",
                 "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "2",
                 "AIRFLOW__TRIGGERER__JOB_HEARTBEAT_SEC": "2",
+                # A killed triggerer's triggers go to another after this long without its heartbeat
+                # (30 s by default); tests/e2e/test_refresh_watcher.py kills one.
+                "AIRFLOW__TRIGGERER__TRIGGERER_HEALTH_CHECK_THRESHOLD": "12",
                 # Logs where CI keeps them; ports of our own so parallel stacks do not clash.
                 "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(task_logs),
                 "AIRFLOW__LOGGING__DAG_PROCESSOR_CHILD_PROCESS_LOG_DIRECTORY": str(
@@ -438,6 +447,29 @@ class AirflowStack:
         for process in self.processes.values():
             process.check_alive()
 
+    def start_component(self, name: str, command: str | None = None) -> Process:
+        """Start ``airflow <command>`` (by default ``name``) as component ``name``, its output in ``<name>.log``.
+
+        A second triggerer, say: ``start_component("triggerer-2", "triggerer")``; or a component
+        :meth:`kill` ended, started again under its name.
+        """
+        if name in self.processes:
+            raise StackError(f"{name} is running already")
+        argv = [*airflow_executable(), command or name]
+        if (command or name) == "api-server":
+            argv += ["--port", str(self.port), "--host", "127.0.0.1"]
+        self.processes[name] = process = Process(name, argv, self.env, self.log_dir / f"{name}.log").start()
+        return process
+
+    def kill(self, name: str) -> None:
+        """SIGKILL a component's whole process group, as a crash or an OOM kill does (nothing runs on the way out)."""
+        process = self.processes.pop(name)
+        process.stop(signal.SIGKILL, timeout=10)
+
+    def stop_component(self, name: str) -> None:
+        """Stop a component the way a deployment does (SIGTERM, then SIGKILL after 20 s)."""
+        self.processes.pop(name).stop(signal.SIGTERM, timeout=20)
+
     def token(self, user: str = "admin") -> str:
         """A JWT for one of :data:`USERS`, from ``POST /auth/token`` with its password."""
         body = {"username": user, "password": self.passwords[user]}
@@ -457,7 +489,8 @@ class AirflowStack:
 
     def stop(self) -> None:
         # The api-server last: tasks still running report to it while they end.
-        for name in ("scheduler", "triggerer", "dag-processor", "api-server"):
+        others = [name for name in self.processes if name not in self.COMPONENTS]  # a second triggerer, say
+        for name in ("scheduler", "triggerer", *others, "dag-processor", "api-server"):
             process = self.processes.get(name)
             if process is not None:
                 process.stop(signal.SIGTERM, timeout=20)
@@ -466,7 +499,8 @@ class AirflowStack:
 
     def log_tails(self, lines: int = 30) -> str:
         parts = []
-        for name in (*self.COMPONENTS, "db-migrate"):
+        others = [name for name in self.processes if name not in self.COMPONENTS]
+        for name in (*self.COMPONENTS, *others, "db-migrate"):
             path = self.log_dir / f"{name}.log"
             if path.exists():
                 parts.append(f"----- {path} (last {lines} lines) -----\n{tail(path, lines)}")

@@ -15,6 +15,13 @@ clean-up and is not enforced by ``dag.test()``. (The task passes the same deadli
 
 Arguments are checked when a trigger is built, in the task before it defers: a wait
 that could never succeed fails there, not in the triggerer's shared poller.
+
+The serialized arguments carry a ``version`` (:data:`ARGS_VERSION`): a task deferred by an
+older release resumes after an upgrade, since a trigger built from older arguments gets
+defaults for what they lack and ignores, with a warning, what it does not know
+(:func:`_check_version`). The refresh watch keeps its baseline durably and claims each
+refresh before reporting it, so restarts and a second triggerer neither repeat nor miss one:
+where it keeps it on each Airflow minor, and why, is in :mod:`airflow_tables.triggers._ledger`.
 """
 
 from __future__ import annotations
@@ -120,7 +127,7 @@ class DataTablesProcessedTrigger(BaseTrigger):
 
 
 class DataTablesTableRefreshedTrigger(BaseEventTrigger):
-    """Fire an event each time a table finishes a successful read after watching started.
+    """Fire an event each time a table finishes a successful read after watching started, exactly once.
 
     For ``Asset(..., watchers=[AssetWatcher(name=..., trigger=DataTablesTableRefreshedTrigger(...))])``:
     whoever refreshed the table (an Airflow task, a person in the application, a connector),
@@ -130,6 +137,11 @@ class DataTablesTableRefreshedTrigger(BaseEventTrigger):
     Errors (a refused key, a department gone, a connection missing on the triggerer, an
     answer no one can read) fire nothing: they are logged and the watch goes on, since an
     event would start the DAG for nothing and the watch has no task to fail.
+
+    "After watching started" survives the triggerer: the last read reported is kept in the
+    asset's state store (a Variable below Airflow 3.3; see :mod:`~airflow_tables.triggers._ledger`),
+    so a restarted watch reports a refresh made while it was down once and an earlier one
+    never again, and of two triggerers running the watch only one reports a refresh.
 
     :param project_id: the department (ProjectID).
     :param card_id: the table (CardID).
