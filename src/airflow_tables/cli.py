@@ -6,63 +6,27 @@ Imports only the validator (no Airflow, no pandas), so it answers in millisecond
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
-import re
 import sys
 from collections.abc import Sequence
 
-from airflow_tables.sources import SourceError, open_source
 from airflow_tables.sources.transcode import declared
-from airflow_tables.validation import CsvReport, Problem, rules, validate_csv, validate_source
-
-#: ``encoding='cp1252'``, ``encoding=utf-16``, ``encoding=...`` and ``encoding=`` in the validator's
-#: advice, which is worded for Python callers.
-_PYTHON_ENCODING = re.compile(r"""\bencoding=(?:(['"])([^'"]*)\1|([\w.-]+|\.\.\.)|(?=\s))""")
+from airflow_tables.validation import CsvReport, rules, validate_csv
 
 
-def _speak_cli(problem: Problem) -> Problem:
-    """The problem with its advice in the command line's terms: ``--encoding cp1252``, not ``encoding='cp1252'``."""
-
-    def option(match: re.Match[str]) -> str:
-        value = match.group(2) if match.group(1) else match.group(3)
-        return f"--encoding {value}" if value else "--encoding"
-
-    return dataclasses.replace(problem, message=_PYTHON_ENCODING.sub(option, problem.message))
-
-
-def _check(path: str, args: argparse.Namespace) -> tuple[CsvReport, int | None]:
-    """The file's report, its advice in CLI terms and its size the file's own; and the size the service receives.
-
-    A file in a declared encoding is scanned as the UTF-8 it is sent as, so the scan counts those
-    bytes; a person asks about the file they have. The second value is None when it is the same.
-    """
-    try:
-        source = open_source(path, encoding=args.encoding)
-    except SourceError:  # the validator words it (missing, a directory, no permission)
-        source = None
-    if source is None:
-        report = validate_csv(path, max_columns=args.max_columns, max_bytes=args.max_bytes, encoding=args.encoding)
-    else:
-        report = validate_source(source, max_columns=args.max_columns, max_bytes=args.max_bytes)
-    sent = report.size_bytes
-    if source is not None and report.read:
-        report = dataclasses.replace(report, size_bytes=source.stored_size)
-    report = dataclasses.replace(
-        report,
-        errors=[_speak_cli(p) for p in report.errors],
-        warnings=[_speak_cli(p) for p in report.warnings],
-        stopped=None if report.stopped is None else _speak_cli(report.stopped),
+def _check(path: str, args: argparse.Namespace) -> CsvReport:
+    """The file's report, its advice worded in the command line's terms (``--encoding cp1252``)."""
+    return validate_csv(
+        path, max_columns=args.max_columns, max_bytes=args.max_bytes, encoding=args.encoding, spelling=rules.CLI
     )
-    return report, None if sent == report.size_bytes else sent
 
 
-def _format_report(report: CsvReport, sent: int | None = None) -> str:
+def _format_report(report: CsvReport) -> str:
     """A report a person reads: how the service will see the file, then what is wrong."""
     lines = [f"{report.path}: {'OK' if report.ok else 'REFUSED'}"]
     if report.read:
-        lines.append(f"  {report.describe()}" + (f" ({sent:,} as UTF-8)" if sent is not None else ""))
+        lines.append(f"  {report.describe()}")
     if report.columns:
         shown = ", ".join(c if c.isprintable() else repr(c) for c in report.columns[:20])
         more = f", ... ({report.column_count - 20:,} more)" if report.column_count > 20 else ""
@@ -75,11 +39,11 @@ def _format_report(report: CsvReport, sent: int | None = None) -> str:
 def _validate(args: argparse.Namespace) -> int:
     checked = [_check(p, args) for p in args.files]
     if args.json:
-        json.dump([r.to_dict() for r, _ in checked], sys.stdout, indent=2)
+        json.dump([r.to_dict() for r in checked], sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        print("\n\n".join(_format_report(r, sent) for r, sent in checked))
-    return 0 if all(r.ok for r, _ in checked) else 1
+        print("\n\n".join(_format_report(r) for r in checked))
+    return 0 if all(r.ok for r in checked) else 1
 
 
 def _encoding(name: str) -> str:

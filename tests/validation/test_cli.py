@@ -83,3 +83,62 @@ def test_utf16_or_32_without_a_mark_is_told_which_byte_order_to_declare(tmp_path
     # Read on in the order the bytes show, so the rest of the report describes the file.
     assert validate_csv(path, encoding=encoding[:6]).columns == ["id", "city"]
     assert validate_csv(path, encoding=declare).ok
+
+
+def test_the_rules_word_their_advice_for_the_caller_a_report_serves(tmp_path, monkeypatch):
+    """validate_csv(spelling=rules.CLI) words the advice for the command line: no rewriting of Python text after."""
+    from airflow_tables import cli
+    from airflow_tables.validation import ranges, rules
+
+    assert not hasattr(cli, "_speak_cli") and not hasattr(cli, "re")
+    path = tmp_path / "data.csv"
+    path.write_bytes(_CP1252.encode("cp1252"))
+    (python,) = validate_csv(path).errors
+    (spoken,) = validate_csv(path, spelling=rules.CLI).errors
+    assert "(encoding='cp1252', for example)" in python.message
+    assert "(--encoding cp1252, for example)" in spoken.message and "encoding=" not in spoken.message
+    assert (spoken.code, spoken.line) == (python.code, python.line)
+    # Found by the second process of a large file's scan: its facts come back through JSON and are worded the same.
+    big = tmp_path / "big.csv"
+    big.write_bytes(b"name,n\n" + b"abc,1\n" * 40_000 + "Jos\xe9,2\n".encode("latin-1") + b"abc,1\n" * 100)
+    monkeypatch.setattr(ranges.kernels.NativeKernel, "parallel_min_bytes", 1024)
+    monkeypatch.setattr(ranges.kernels.PythonKernel, "parallel_min_bytes", 1024)
+    (far,) = validate_csv(big, spelling=rules.CLI).errors
+    assert far.line == 40_002 and "(--encoding cp1252, for example)" in far.message
+
+
+def test_a_converted_file_reports_its_own_size_to_a_task_log_too(tmp_path):
+    """CsvReport.size_bytes is the file's own size (140 bytes, not the 164 it converts to); the task log says both."""
+    path = tmp_path / "cities.csv"
+    path.write_bytes(_CP1252.encode("cp1252"))
+    own, sent = path.stat().st_size, len(_CP1252.encode())
+    report = validate_csv(path, encoding="cp1252")
+    assert (report.size_bytes, report.converted_bytes) == (own, sent)
+    assert report.summary().endswith(f"cp1252, {own} bytes ({sent} as UTF-8): ok")  # the operators' log line
+    assert report.to_dict()["size_bytes"] == own
+    plain = validate_csv(path)
+    assert plain.size_bytes == own and plain.converted_bytes is None
+
+
+def test_a_missing_extra_is_named_with_the_commands_that_install_it_today(tmp_path, monkeypatch):
+    """The emulator's command and import_dataframe name the extra for `make dist`'s wheel, a checkout and an index."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    src = Path(__file__).resolve().parents[2] / "src"
+    code = f"import sys; sys.path.insert(0, {str(src)!r}); from airflow_tables.emulator.__main__ import main; "
+    code += f"sys.exit(main(['--data-dir', {str(tmp_path / 'data')!r}]))"
+    emulator = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, timeout=30)
+    assert emulator.returncode == 1
+    monkeypatch.setitem(sys.modules, "pandas", None)  # `import pandas` raises ImportError, as where it is missing
+    from airflow.exceptions import AirflowOptionalProviderFeatureException
+
+    from airflow_tables.hooks import _dataframe
+
+    with pytest.raises(AirflowOptionalProviderFeatureException) as info:
+        _dataframe._pandas()
+    for message, extra in ((emulator.stderr, "emulator"), (str(info.value), "pandas")):
+        assert f"pip install 'airflow-tables[{extra}]' --find-links dist/" in message  # the wheel make dist built
+        assert f"pip install -e '.[{extra}]'" in message  # a checkout
+        assert message.count(f"pip install 'airflow-tables[{extra}]'") == 2  # and the index form

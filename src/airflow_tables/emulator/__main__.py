@@ -201,7 +201,10 @@ def main(argv: list[str] | None = None) -> int:
     if missing := missing_server_modules():
         print(
             f"airflow-tables-emulator: the emulator's server needs {' and '.join(missing)} (not installed here); "
-            "install the provider with its 'emulator' extra: pip install 'airflow-tables[emulator]'",
+            "install the provider again with its 'emulator' extra, from where you installed it: the wheel "
+            "`make dist` built, pip install 'airflow-tables[emulator]' --find-links dist/; a checkout, "
+            "pip install -e '.[emulator]' in it; a package index, pip install 'airflow-tables[emulator]' "
+            "(docs/install.md, Extras)",
             file=sys.stderr,
         )
         return 1

@@ -58,8 +58,10 @@ def _pandas() -> Any:
         from airflow.exceptions import AirflowOptionalProviderFeatureException
 
         raise AirflowOptionalProviderFeatureException(
-            "import_dataframe needs pandas, which is not installed here; install the provider with its "
-            "'pandas' extra: pip install 'airflow-tables[pandas]'"
+            "import_dataframe needs pandas, which is not installed here; install the provider again with its "
+            "'pandas' extra, from where you installed it: the wheel `make dist` built, "
+            "pip install 'airflow-tables[pandas]' --find-links dist/; a checkout, pip install -e '.[pandas]' in it; "
+            "a package index, pip install 'airflow-tables[pandas]' (docs/install.md, Extras)"
         ) from err
     return pandas
 

@@ -68,7 +68,7 @@ class RangeScan:
 
     def to_json(self) -> str:
         data = dict(self.__dict__)
-        data["problems"] = [p.to_dict() for p in self.problems]
+        data["problems"] = [{**p.to_dict(), "wording": p.wording, "facts": p.facts} for p in self.problems]
         return json.dumps(data)
 
     @classmethod

@@ -8,6 +8,7 @@ how will it read it?" is answered here, locally, in one streaming pass, from wha
 from __future__ import annotations
 
 import codecs
+import dataclasses
 import os
 import re
 from dataclasses import dataclass
@@ -26,7 +27,13 @@ __all__ = ["CsvReport", "validate_csv", "validate_source"]
 
 @dataclass
 class CsvReport(Findings):
-    """How the service will read a file, and everything that stops it from doing so."""
+    """How the service will read a file, and everything that stops it from doing so.
+
+    ``size_bytes`` is the file's own size; a file in a declared encoding is sent converted
+    to UTF-8, and ``converted_bytes`` is then the size the service receives (None otherwise).
+    """
+
+    converted_bytes: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -48,6 +55,7 @@ class CsvReport(Findings):
             "path": self.path,
             "ok": self.ok,
             "size_bytes": self.size_bytes,
+            "converted_bytes": self.converted_bytes,
             "delimiter": self.delimiter,
             "encoding": self.encoding,
             "line_terminator": self.line_terminator,
@@ -82,7 +90,10 @@ class CsvReport(Findings):
         parts = [self.counts()]
         if self.columns:  # a file with no heading has no separator or encoding worth naming
             parts += [f"{dialect.DELIMITER_NAMES.get(self.delimiter, repr(self.delimiter))}-separated", self.encoding]
-        return ", ".join([*parts, f"{self.size_bytes:,} bytes"])
+        size = f"{self.size_bytes:,} bytes"
+        if self.converted_bytes is not None and self.converted_bytes != self.size_bytes:
+            size += f" ({self.converted_bytes:,} as UTF-8)"
+        return ", ".join([*parts, size])
 
     def summary(self) -> str:
         """One line for a task log: ``validated data.csv: 12 columns, 10,000 rows, comma-separated, ...: ok``."""
@@ -101,6 +112,7 @@ def validate_csv(
     max_bytes: int = rules.MAX_BYTES,
     encoding: str | None = None,
     column_types: bool = False,
+    spelling: rules.Spelling = rules.PYTHON,
 ) -> CsvReport:
     """Read ``path`` once, streaming, in bounded memory, and report what the service will make of it.
 
@@ -115,6 +127,8 @@ def validate_csv(
     ``column_types``: also type each column by the service's rule (``long`` or ``string``,
     see :mod:`airflow_tables.validation.types`) in the same single pass, into
     :attr:`CsvReport.column_types` (None when an error stopped the reading).
+    ``spelling``: whose terms the advice is worded in (``rules.PYTHON``: ``encoding='cp1252'``;
+    ``rules.CLI``: ``--encoding cp1252``).
 
     Never raises for a bad file: every problem is in ``errors`` (call
     :meth:`CsvReport.raise_for_errors` to fail). A path that is missing, a
@@ -128,7 +142,9 @@ def validate_csv(
         source = open_source(path, encoding=encoding)
     except SourceError as err:
         return _unreadable(err.label, err.reason)
-    return validate_source(source, max_columns=max_columns, max_bytes=max_bytes, column_types=column_types)
+    return validate_source(
+        source, max_columns=max_columns, max_bytes=max_bytes, column_types=column_types, spelling=spelling
+    )
 
 
 def validate_source(
@@ -137,6 +153,7 @@ def validate_source(
     max_columns: int = rules.MAX_COLUMNS,
     max_bytes: int = rules.MAX_BYTES,
     column_types: bool = False,
+    spelling: rules.Spelling = rules.PYTHON,
 ) -> CsvReport:
     """:func:`validate_csv` for a :class:`~airflow_tables.sources.Source`.
 
@@ -145,9 +162,21 @@ def validate_source(
     (a ragged row, a bad byte), or is in a declared encoding, it is copied to a local
     temporary file and that is scanned (``docs/sources.md`` has the measurements).
     """
+    report = _validate_source(source, rules.Limits(max_columns=max_columns, max_bytes=max_bytes), column_types)
+    if spelling == rules.PYTHON:
+        return report
+    return dataclasses.replace(
+        report,
+        errors=[p.spoken(spelling) for p in report.errors],
+        warnings=[p.spoken(spelling) for p in report.warnings],
+        stopped=None if report.stopped is None else report.stopped.spoken(spelling),
+    )
+
+
+def _validate_source(source: Source, limits: rules.Limits, column_types: bool) -> CsvReport:
     from airflow_tables.sources import SourceError, staged
 
-    limits = rules.Limits(max_columns=max_columns, max_bytes=max_bytes)
+    max_bytes = limits.max_bytes
     if source.codec is None and source.stored_size > max_bytes and not source.is_local_utf8:
         # Too large to send: not worth copying out of storage to say more.
         return _report(source, errors=[rules.too_large_problem(source.stored_size, limits)])
@@ -163,10 +192,7 @@ def validate_source(
                 return _report(source, errors=[too_large])
             assert local.local_path is not None  # staged: the bytes are in a local file
             scan = scan_file(local.local_path, limits, column_types=column_types)
-            found = local.undecodable()
-            undecodable = (
-                None if found is None else rules.UNDECODABLE.problem(line=found.line, description=found.describe())
-            )
+            undecodable = _undecodable(local)
     except SourceError as err:
         return _unreadable(err.label, err.reason)
     except OSError as err:
@@ -175,6 +201,17 @@ def validate_source(
             reason = "it is a directory, not a file"
         return _unreadable(source.label, reason)
     return _scanned(source, scan, undecodable, misread)
+
+
+def _undecodable(local: Source) -> Problem | None:
+    """The ``encoding`` problem of the first bytes a staged copy could not decode, if any."""
+    from airflow_tables.sources.transcode import byte_order
+
+    found = local.undecodable()
+    if found is None:
+        return None
+    order = byte_order(found.encoding, found.bad) if found.offset == 0 else None
+    return rules.undecodable_problem(found.line, found.encoding, found.offset, found.bad, order)
 
 
 #: How much of a file in a declared encoding is read again to see whether it is UTF-8 after all.
@@ -238,9 +275,12 @@ def _scanned(
     warnings = scan.warnings + [p for p in misread if p.code == "mojibake"]
     if undecodable or any(p.code == "encoding" for p in misread):
         warnings = [w for w in warnings if w.code != "no-rows"]
+    converted = source.codec is not None  # the scan read the UTF-8 it converts to: the file's own size is stored
     return CsvReport(
         **{
             **scan.findings(),
+            "size_bytes": source.stored_size if converted else scan.size_bytes,
+            "converted_bytes": scan.size_bytes if converted else None,
             "path": source.label,
             "errors": errors,
             "warnings": warnings,

@@ -72,17 +72,51 @@ SERVICE_LIMITS = Limits()
 
 
 @dataclass(frozen=True)
+class Spelling:
+    """How advice writes the encoding setting, for the caller a report is worded for.
+
+    A rule's wording writes ``{how:cp1252}`` for "declare cp1252" and ``{how:}`` for the
+    setting itself; :data:`PYTHON` spells them ``encoding='cp1252'`` and ``encoding=`` (the
+    argument of ``validate_csv``, ``import_csv`` and the operators), :data:`CLI` spells them
+    ``--encoding cp1252`` and ``--encoding`` (``airflow-tables validate``).
+    """
+
+    name: str
+    setting: str  # the setting alone
+    declared: str  # a template over ``encoding``
+    any: str  # "declare the right one"
+
+    def __format__(self, encoding: str) -> str:
+        if encoding == "...":
+            return self.any
+        return self.declared.format(encoding=encoding) if encoding else self.setting
+
+
+PYTHON = Spelling("python", "encoding=", "encoding={encoding!r}", "encoding=...")
+CLI = Spelling("cli", "--encoding", "--encoding {encoding}", "--encoding ...")
+
+
+@dataclass(frozen=True)
 class Problem:
     """One thing wrong with a file, located as precisely as we know it.
 
     ``code`` is stable and machine-readable (``ragged-rows``, ``too-many-columns``...);
-    ``message`` is for people and says what to do.
+    ``message`` is for people and says what to do, worded for Python callers unless
+    :meth:`spoken` for another (``wording`` and ``facts`` are what it is worded from).
     """
 
     code: str
     message: str
     line: int | None = None
     record: int | None = None
+    wording: str | None = field(default=None, compare=False, repr=False)
+    facts: dict[str, Any] | None = field(default=None, compare=False, repr=False)
+
+    def spoken(self, how: Spelling) -> Problem:
+        """The same problem with its advice spelled for ``how``'s callers (``--encoding cp1252`` for the CLI)."""
+        if self.wording is None or self.facts is None:
+            return self
+        return dataclasses.replace(self, message=self.wording.format(how=how, **self.facts))
 
     def where(self) -> str:
         """``line 12 (record 11)``, or as much of it as is known."""
@@ -102,8 +136,10 @@ class Problem:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Problem:
-        """The inverse of :meth:`to_dict` (a scan's second half reports through JSON)."""
-        return cls(data["code"], data["message"], data.get("line"), data.get("record"))
+        """The inverse of :meth:`to_dict`, ``wording`` and ``facts`` too (a scan's second half reports through JSON)."""
+        return cls(
+            data["code"], data["message"], data.get("line"), data.get("record"), data.get("wording"), data.get("facts")
+        )
 
     def moved(self, lines: int, records: int) -> Problem:
         """The same problem, found in a part of the file that starts ``lines`` lines and ``records`` records in."""
@@ -211,9 +247,11 @@ class Rule:
     wording: str
     stops_on: bytes = b""
 
-    def problem(self, *, line: int | None = None, record: int | None = None, **facts: Any) -> Problem:
-        """This rule's problem, worded from ``facts``."""
-        return Problem(self.code, self.wording.format(**facts), line, record)
+    def problem(
+        self, *, line: int | None = None, record: int | None = None, how: Spelling = PYTHON, **facts: Any
+    ) -> Problem:
+        """This rule's problem, worded from ``facts`` for ``how``'s callers (see :class:`Spelling`)."""
+        return Problem(self.code, self.wording.format(how=how, **facts), line, record, self.wording, facts)
 
 
 FILE_NAME_GZIP = Rule(
@@ -252,30 +290,48 @@ EMPTY_FILE = Rule("empty-file", "start", "the file is empty; the service needs a
 WIDE_ENCODING = Rule(
     "encoding",
     "start",
-    "the file is encoded as {upper}; the service reads UTF-8. Declare its encoding (encoding={declare}) to have "
+    "the file is encoded as {upper}; the service reads UTF-8. Declare its encoding ({how:{declare}}) to have "
     "it converted on upload, or re-save it as UTF-8 (for example: iconv -f {upper} -t UTF-8 in.csv > out.csv).",
 )
 UTF8_DECLARED_WIDE = Rule(
     "encoding",
     "start",
     "the file is UTF-8, not {encoding}: its first bytes decode as UTF-8 and hold no NUL byte, while in "
-    "{encoding} every separator and line break has one. Leave encoding= out (UTF-8 is the default).",
+    "{encoding} every separator and line break has one. Leave {how:} out (UTF-8 is the default).",
 )
 MOJIBAKE = Rule(
     "mojibake",
     "start",
-    "the file reads as UTF-8 ({word!r}), but encoding={encoding!r} was declared, which turns it into "
-    "{misread!r} (UTF-8 bytes read as {encoding}). If the file is UTF-8, leave encoding= out; "
+    "the file reads as UTF-8 ({word!r}), but {how:{encoding}} was declared, which turns it into "
+    "{misread!r} (UTF-8 bytes read as {encoding}). If the file is UTF-8, leave {how:} out; "
     "if it really is {encoding}, this warning can be ignored.",
 )
-#: Worded by the source that converts the file (:class:`~airflow_tables.sources.transcode.Undecodable`).
-UNDECODABLE = Rule("encoding", "bytes", "{description}")
+#: Found by the source that converts the file (:class:`~airflow_tables.sources.transcode.Undecodable`).
+UNDECODABLE = Rule(
+    "encoding",
+    "bytes",
+    "{bad} (offset {offset:,}) {verb} not valid {encoding}: the file was written in another encoding, or is "
+    "damaged. Declare the encoding it was written in ({how:...}).",
+)
+#: UTF-16 or UTF-32 declared without its byte order, in a file without a byte-order mark.
+NO_BYTE_ORDER_MARK = Rule(
+    "encoding",
+    "bytes",
+    "the file has no byte-order mark, which {encoding} needs to tell its byte order; its bytes ({bad}) read as "
+    "{endian}. Declare {how:{declare}}.",
+)
+NO_BYTE_ORDER_MARK_UNKNOWN = Rule(
+    "encoding",
+    "bytes",
+    "the file has no byte-order mark, which {encoding} needs to tell its byte order. "
+    "Declare {how:{encoding}-le} or {how:{encoding}-be}, whichever it was written in.",
+)
 NOT_UTF8 = Rule(
     "encoding",
     "bytes",
     "byte 0x{byte:02X} is not valid UTF-8 (the file looks like Latin-1, "
     "Windows-1252 or another legacy encoding); the service reads UTF-8 and would garble it. "
-    "Declare the file's encoding (encoding='cp1252', for example) to have it converted on upload, "
+    "Declare the file's encoding ({how:cp1252}, for example) to have it converted on upload, "
     "or re-save it as UTF-8 (for example: iconv -f CP1252 -t UTF-8 in.csv > out.csv).",
 )
 NUL_BYTE = Rule(
@@ -357,8 +413,34 @@ def check_file_name(path: str | os.PathLike) -> Problem | None:
 
 def _wide_encoding_problem(name: str, bom: bool = True) -> Problem:
     # With a byte-order mark, Python's "utf-16" reads either byte order; without one, the order must be named.
-    declare = name.rsplit("-", 1)[0] if bom else repr(name)
+    declare = name.rsplit("-", 1)[0] if bom else name
     return WIDE_ENCODING.problem(line=1, upper=name.upper(), declare=declare)
+
+
+_ENDIAN = {"le": "little-endian", "be": "big-endian"}
+
+
+def undecodable_problem(
+    line: int, encoding: str, offset: int, bad: bytes, order: str | None, how: Spelling = PYTHON
+) -> Problem:
+    """The ``encoding`` problem of bytes not valid in the declared ``encoding`` (at ``offset`` as stored).
+
+    For UTF-16 or UTF-32 declared without a byte order in a file without a mark (nothing
+    decodes: ``offset`` 0), it says which order to declare: ``order`` (``"le"``, ``"be"``,
+    or None when the first bytes do not show it).
+    """
+    shown = " ".join(f"0x{b:02X}" for b in bad[:4])
+    if encoding in ("utf-16", "utf-32") and offset == 0:
+        if order is None:
+            return NO_BYTE_ORDER_MARK_UNKNOWN.problem(line=line, how=how, encoding=encoding)
+        endian, declare = _ENDIAN[order], f"{encoding}-{order}"
+        return NO_BYTE_ORDER_MARK.problem(
+            line=line, how=how, encoding=encoding, bad=shown, endian=endian, declare=declare
+        )
+    many = len(bad) > 1
+    bytes_ = f"byte{'s' if many else ''} {shown}"
+    verb = "are" if many else "is"
+    return UNDECODABLE.problem(line=line, how=how, bad=bytes_, offset=offset, verb=verb, encoding=encoding)
 
 
 def too_large_problem(size: int, limits: Limits, *, at_least: bool = False) -> Problem:
