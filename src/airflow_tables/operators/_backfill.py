@@ -1,0 +1,132 @@
+"""``if_older``: a backfill never puts older data over a table a later run replaced.
+
+The service replaces a table's data whole and cannot undo it. So, per table, the provider keeps
+which run last replaced it, whichever DAG that run belongs to: its logical date, DAG, run and
+task. A replacement from a run with an OLDER logical date is held back: ``"skip"`` (the default)
+marks the task skipped, ``"fail"`` fails it (no retry), ``"replace"`` sends it anyway; in each case
+the log names the run that holds the table. Nothing is sent when held back, so it costs nothing.
+A run of the same logical date (a retry, a clear, a second DAG on the same schedule) is not older.
+A run without a logical date (Airflow 3's manual runs may have none) is never held back, and
+leaves the record as it is (it has no date to compare a later run with).
+
+The record is written once the service has accepted the file (the table's data is then the run's,
+even if its reading fails), in an Airflow Variable keyed by the table's asset name
+(``airflow_tables.replaced.datatables:<service>/<ProjectID>/<CardID>``), on every Airflow version.
+Not in the task state store (Airflow 3.3): it belongs to one task instance, and this record is the
+table's, shared by every DAG. Not in Airflow 3.3's asset state store either: its execution API
+takes only assets a DAG declares (active assets), and the tables written here are recorded
+through an asset alias and mostly declared by no DAG, so the record would be kept for some tables
+and silently not for others. One Variable per table keeps one record on 3.1, 3.2 and 3.3 (and
+across an upgrade), like the task notes of :mod:`airflow_tables._durable` below 3.3.
+
+Clearing the run that holds a table runs it again with its own date: it is not older, so it
+replaces the table. Deleting that run leaves the record: older runs stay held back until the
+Variable is deleted (Admin > Variables) or a run of a later date replaces the table. Two runs that
+replace the same table at the same moment both pass the check (it is not a lock); the one the
+service accepts last holds the table, and the record says so.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from airflow_tables.version_compat import AirflowFailException, AirflowSkipException
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+    from airflow_tables.operators.tables import DataTablesImportOperator
+
+CHOICES = ("skip", "fail", "replace")
+PREFIX = "airflow_tables.replaced."
+
+
+def check_choice(if_older: object) -> None:
+    """Refuse, when the DAG is parsed (``ValueError``), a choice no run could follow."""
+    if if_older not in CHOICES:
+        raise ValueError(f"if_older must be one of {', '.join(map(repr, CHOICES))}, not {if_older!r}")
+
+
+def _key(task: DataTablesImportOperator, project: str, card_id: str) -> str:
+    from airflow_tables.assets import table_ref
+
+    return PREFIX + table_ref(project, card_id, service=task.hook.settings.base_url).name
+
+
+def _logical_date(context: Context) -> datetime | None:
+    dag_run = context.get("dag_run")
+    value = getattr(dag_run, "logical_date", None) if dag_run is not None else context.get("logical_date")
+    return value if isinstance(value, datetime) else None
+
+
+def _holder(key: str) -> dict[str, Any] | None:
+    from airflow.sdk import Variable
+
+    raw = Variable.get(key, default=None)
+    if raw is None:
+        return None
+    try:
+        record = json.loads(raw)
+        datetime.fromisoformat(record["logical_date"])
+    except (ValueError, TypeError, KeyError):
+        return None  # not ours, or unreadable: nothing to hold a run back with
+    return record if isinstance(record, dict) else None
+
+
+def _describe(record: dict[str, Any]) -> str:
+    return (
+        f"run {record.get('run_id')} of DAG {record.get('dag_id')} (task {record.get('task_id')}, "
+        f"logical date {record['logical_date']})"
+    )
+
+
+def check_not_older(task: DataTablesImportOperator, project: str, card_id: str) -> None:
+    """Before a replacement is sent: hold back a run older than the one that last replaced the table."""
+    from airflow.sdk import get_current_context
+
+    if task.if_older == "replace":
+        return
+    context = get_current_context()
+    mine = _logical_date(context)
+    if mine is None:
+        task.log.info("This run has no logical date: if_older does not hold it back")
+        return
+    record = _holder(_key(task, project, card_id))
+    if record is None or datetime.fromisoformat(record["logical_date"]) <= mine:
+        return
+    message = (
+        f"table {card_id} in department {project} holds newer data: {_describe(record)} replaced it, and this "
+        f"run's logical date is {mine.isoformat()}; nothing was sent and no credit was spent"
+    )
+    if task.if_older == "skip":
+        task.log.warning("%s (if_older='skip')", message)
+        raise AirflowSkipException(f"{message} (if_older='skip')")
+    raise AirflowFailException(
+        f"{message}. Not retried. To send it anyway pass if_older='replace', or delete the Variable "
+        f"{_key(task, project, card_id)!r} (Admin > Variables)."
+    )
+
+
+def record_replaced(task: DataTablesImportOperator, project: str, card_id: str) -> None:
+    """Once the service accepted a replacement: this run now holds the table (a failure here is only logged)."""
+    from airflow.sdk import Variable, get_current_context
+
+    context = get_current_context()
+    mine = _logical_date(context)
+    if mine is None:
+        return
+    key = _key(task, project, card_id)
+    ti = context["ti"]
+    record = {"logical_date": mine.isoformat(), "dag_id": ti.dag_id, "run_id": ti.run_id, "task_id": ti.task_id}
+    try:
+        held = _holder(key)
+        if held is not None and datetime.fromisoformat(held["logical_date"]) > mine:
+            return  # if_older='replace' sent older data: the later run's date still guards the table
+        Variable.set(key, json.dumps(record), description="airflow-tables: the run that last replaced this table")
+    except Exception as err:  # the file is sent; the record only guards later backfills
+        task.log.warning("Could not record that this run replaced %s (%s): %s", card_id, key, err)
+
+
+__all__ = ["CHOICES", "check_choice", "check_not_older", "record_replaced"]
