@@ -160,3 +160,55 @@ def test_a_stored_state_of_another_shape_starts_the_watch_over(datatables_conn, 
     assert events == []  # the first look is the new baseline, not a refresh
     assert "not one this release reads" in caplog.text
     assert isinstance(settled(store, card_id)["baseline"], str)
+
+
+LEDGER_DAG = '''
+import asyncio
+from datetime import datetime
+
+from airflow.sdk import DAG, task
+
+from airflow_tables.model import RefreshWatch
+from airflow_tables.triggers._ledger import VariableLedger
+
+with DAG(dag_id="refresh_ledger_in_variables", schedule=None, start_date=datetime(2026, 1, 1), catchup=False) as dag:
+
+    @task
+    def claim_twice(card_id: str) -> list:
+        """What a watch does through the Task SDK below Airflow 3.3 (the triggerer forwards the same requests)."""
+        old, new = RefreshWatch(card_id, "2026-01-01T00:00:00"), RefreshWatch(card_id, "2026-01-02T00:00:00")
+
+        async def go():
+            ledger = VariableLedger(f"refresh_watch.dt.PRJ-1.{card_id}", card_id)
+            empty = await ledger.load()
+            await ledger.save(old)
+            won = await ledger.claim(old, new)
+            lost = await ledger.claim(old, new)  # the same refresh again: the store has moved on
+            return [empty == (None, None), won, lost, (await ledger.load())[0].baseline]
+
+        return asyncio.run(go())
+
+    claim_twice("{card_id}")
+'''
+
+
+def test_below_airflow_3_3_the_state_is_a_variable_and_a_refresh_is_claimed_once(dags_module):
+    """The Variable store, through the Task SDK's real comms (a task of dag.test()), on every minor of the matrix."""
+    import importlib.util
+    import os
+    import uuid
+    from pathlib import Path
+
+    from airflow.models.variable import Variable
+    from tests.operators._runs import xcom
+
+    card_id = f"CRD-{uuid.uuid4()}"
+    path = Path(os.environ["AIRFLOW_HOME"]) / "dags" / "refresh_ledger_in_variables.py"
+    path.write_text(LEDGER_DAG.replace("{card_id}", card_id))
+    spec = importlib.util.spec_from_file_location("refresh_ledger_in_variables", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    dag_run = module.dag.test()
+    assert xcom(dag_run, "claim_twice") == [True, True, False, "2026-01-02T00:00:00"]
+    stored = Variable.get(f"airflow_tables.refresh.refresh_watch.dt.PRJ-1.{card_id}", deserialize_json=True)
+    assert stored["baseline"] == "2026-01-02T00:00:00" and stored["version"] == _ledger.STATE_VERSION
