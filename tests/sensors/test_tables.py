@@ -155,3 +155,18 @@ def test_an_instant_reads_as_the_service_writes_its_times():
     assert service_time("2026-11-26T07:00:00.900+02:00") == "2026-11-26T05:00:00"
     assert service_time(datetime(2026, 11, 26, 7, 0, 1)) == "2026-11-26T07:00:01"  # naive: UTC
     assert service_time("2026-11-26 07:00:00+00:00") == "2026-11-26T07:00:00"  # str() of a pendulum DateTime
+
+
+def test_a_read_seen_in_progress_that_ends_before_a_future_completed_after_is_waited_past(datatables_conn, tmp_path):
+    datatables_conn.set_processing_delay(0.5)
+    card_id = imported(datatables_conn, tmp_path)  # being read now, done well before the instant
+    after = (datetime.now(timezone.utc) + timedelta(seconds=5)).isoformat()
+    sensor = DataTablesProcessedSensor(
+        task_id="wait", card_id=card_id, deferrable=True, poke_interval=0.1, timeout=30, completed_after=after
+    )
+    with pytest.raises(TaskDeferred) as deferred:
+        sensor.execute({})
+    event = asyncio.run(_first_event(deferred.value.trigger))
+    assert event.payload["status"] == "ready"  # the trigger saw the read in progress, then done
+    with pytest.raises(TaskDeferred):  # ...but it ended before the instant: the sensor waits on
+        sensor.resume_execution(deferred.value.method_name, {"event": event.payload}, {})
