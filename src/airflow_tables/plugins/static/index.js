@@ -373,7 +373,7 @@
     parts.push(el("dl", { className: "facts" }, facts));
     parts.push(el("h3", {}, "Columns"), columnsTable(body.columns || []));
     parts.push(el("h3", {}, "Imports by Airflow"), importsTable(body.imports || []));
-    root.replaceChildren(...parts);
+    root.replaceChildren(...parts.filter(Boolean));
     status.textContent = `Listed ${time(body.as_of)} (${age(body.as_of)}). Updates by itself every ${number(refresh)} s. Times in ${ZONE}. Esc: back to all tables.`;
   }
 

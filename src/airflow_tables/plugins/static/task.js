@@ -7,7 +7,7 @@
   const params = new URLSearchParams(window.location.search);
 
   function show(...nodes) {
-    root.replaceChildren(...nodes);
+    root.replaceChildren(...nodes.filter(Boolean)); // a node not shown is null: never the text "null"
   }
 
   async function load() {
