@@ -162,6 +162,39 @@ def test_a_stored_state_of_another_shape_starts_the_watch_over(datatables_conn, 
     assert isinstance(settled(store, card_id)["baseline"], str)
 
 
+def claimed_earlier(store: SharedStore, emulator, card_id: str, baseline: str, age: float) -> None:
+    """What a triggerer leaves when it stops between claiming a refresh and firing its event, ``age`` seconds ago."""
+    key = _ledger.state_key("datatables_default", emulator.project_id, card_id)
+    store.values[key] = {
+        "baseline": baseline,
+        "reading": False,
+        "claim": "a-stopped-triggerer",
+        "claimed_at": time.time() - age,
+        "reported": False,
+        "version": _ledger.STATE_VERSION,
+    }
+
+
+def test_a_refresh_claimed_by_a_triggerer_that_stopped_before_firing_it_fires_once(datatables_conn, table):
+    _, card_id = table
+    last_read = next(c for c in datatables_conn.list_cards() if c["CardID"] == card_id)["UploadCompletionTime"]
+    store = SharedStore()
+    claimed_earlier(store, datatables_conn, card_id, last_read, age=60)
+    events = asyncio.run(watch_for([watcher(datatables_conn, card_id, store)], 1.5))
+    assert [payload["completion_time"] for _, payload in events] == [last_read]
+    assert settled(store, card_id)["reported"] is True
+    assert asyncio.run(watch_for([watcher(datatables_conn, card_id, store)], 1.0)) == []  # and never again
+
+
+def test_a_claim_in_progress_elsewhere_is_left_to_its_triggerer(datatables_conn, table):
+    _, card_id = table
+    last_read = next(c for c in datatables_conn.list_cards() if c["CardID"] == card_id)["UploadCompletionTime"]
+    store = SharedStore()
+    claimed_earlier(store, datatables_conn, card_id, last_read, age=0)
+    assert asyncio.run(watch_for([watcher(datatables_conn, card_id, store)], 1.0)) == []
+    assert settled(store, card_id)["claim"] == "a-stopped-triggerer"  # untouched
+
+
 LEDGER_DAG = '''
 import asyncio
 from datetime import datetime
@@ -182,9 +215,11 @@ with DAG(dag_id="refresh_ledger_in_variables", schedule=None, start_date=datetim
             ledger = VariableLedger(f"refresh_watch.dt.PRJ-1.{card_id}", card_id)
             empty = await ledger.load()
             await ledger.save(old)
-            won = await ledger.claim(old, new)
-            lost = await ledger.claim(old, new)  # the same refresh again: the store has moved on
-            return [empty == (None, None), won, lost, (await ledger.load())[0].baseline]
+            stored = await ledger.load()
+            won = await ledger.claim(stored, new)
+            lost = await ledger.claim(stored, new)  # the same refresh again: the store has moved on
+            await ledger.save(new)  # reported
+            return [empty is None, won, lost, (await ledger.load()).watch.baseline]
 
         return asyncio.run(go())
 
@@ -212,3 +247,4 @@ def test_below_airflow_3_3_the_state_is_a_variable_and_a_refresh_is_claimed_once
     assert xcom(dag_run, "claim_twice") == [True, True, False, "2026-01-02T00:00:00"]
     stored = Variable.get(f"airflow_tables.refresh.refresh_watch.dt.PRJ-1.{card_id}", deserialize_json=True)
     assert stored["baseline"] == "2026-01-02T00:00:00" and stored["version"] == _ledger.STATE_VERSION
+    assert stored["reported"] is True and stored["claim"] is None

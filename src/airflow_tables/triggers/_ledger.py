@@ -19,11 +19,15 @@ department, table), in what each Airflow minor lets a trigger use:
 * Anywhere else (a trigger run outside a triggerer, a store that cannot be reached): the
   process's memory, with a warning, as before.
 
-**Exactly once.** A refresh is *claimed* in the store before its event is yielded, and
-only the claim's winner yields it; a restarted watch starts from the stored baseline, so
-a refresh made while it was down fires once, and one reported before never again. The
-one window left is the few milliseconds between a claim and the triggerer's commit of the
-event: a triggerer killed there loses that event (never doubles it).
+**Exactly once.** A refresh is *claimed* in the store before its event is yielded (the new
+baseline, a token, ``reported`` false), only the claim's winner yields it, and the claim is
+marked reported as soon as the triggerer has taken the event. A restarted watch starts from
+the stored baseline, so a refresh made while it was down fires once and one reported before
+never again. A claim found unreported and older than :func:`abandoned_after` was left by a
+triggerer stopped between claiming and firing: the next watch fires it, if that read is still
+the table's last. What is left: a triggerer killed in the instant between taking the event
+and committing it to the database loses that event (its claim is marked reported); it never
+fires one twice.
 
 **Two triggerers.** Airflow assigns each trigger to one triggerer (a row-locked
 ``SELECT ... SKIP LOCKED`` on the ``trigger`` table) and another takes it over only once the
@@ -41,8 +45,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -63,8 +68,34 @@ def state_key(conn_id: str, project_id: str, card_id: str) -> str:
     return f"refresh_watch.{conn_id}.{project_id}.{card_id}"
 
 
+@dataclass(frozen=True)
+class Entry:
+    """What the store holds for a watch: its :class:`RefreshWatch` and the claim that last moved it.
+
+    ``reported`` is false from a claim until its event has been handed to the triggerer: a
+    claim left unreported for :func:`abandoned_after` seconds was made by a triggerer that
+    stopped (or was killed) before firing its event, and the next watch fires it.
+    """
+
+    watch: RefreshWatch
+    claim: str | None = None
+    claimed_at: float | None = None
+    reported: bool = True
+
+    @property
+    def abandoned(self) -> bool:
+        if self.reported or self.claimed_at is None:
+            return False
+        return time.time() - self.claimed_at > abandoned_after()
+
+
+def abandoned_after() -> float:
+    """Seconds after which an unreported claim is taken as abandoned: well past any claim's settle time."""
+    return 3 * SETTLE_SECONDS
+
+
 class Ledger:
-    """A watch's stored :class:`RefreshWatch` with a claim token; subclasses say where it is kept."""
+    """A watch's stored :class:`Entry`; subclasses say where it is kept."""
 
     #: Whether the store outlives the process (only then is a claim worth its settle time).
     durable = True
@@ -79,44 +110,52 @@ class Ledger:
     async def _set(self, value: dict[str, Any]) -> None:
         raise NotImplementedError
 
-    async def load(self) -> tuple[RefreshWatch | None, str | None]:
-        """The stored watch (``None`` before the first look or when unreadable) and its claim token."""
+    async def load(self) -> Entry | None:
+        """The stored entry; ``None`` before the watch's first look, or when what is stored cannot be read."""
         value = await self._get()
         if not isinstance(value, dict):
-            return None, None
+            return None
         baseline, reading = value.get("baseline"), value.get("reading", False)
-        if not (baseline is None or isinstance(baseline, str)) or not isinstance(reading, bool):
+        claim, claimed_at, reported = value.get("claim"), value.get("claimed_at"), value.get("reported", True)
+        if (
+            not (baseline is None or isinstance(baseline, str))
+            or not isinstance(reading, bool)
+            or not (claim is None or isinstance(claim, str))
+            or not (claimed_at is None or (isinstance(claimed_at, (int, float)) and not isinstance(claimed_at, bool)))
+            or not isinstance(reported, bool)
+        ):
             log.warning(
                 "the stored state of the watch of %s is not one this release reads (%r); starting over",
                 self.card_id,
                 value,
             )
-            return None, None
-        claim = value.get("claim")
-        return RefreshWatch(self.card_id, baseline, reading), claim if isinstance(claim, str) else None
+            return None
+        return Entry(RefreshWatch(self.card_id, baseline, reading), claim, claimed_at, reported)
 
-    async def save(self, watch: RefreshWatch, claim: str | None = None) -> None:
-        state = asdict(watch)
+    async def save(self, watch: RefreshWatch, *, claim: str | None = None, reported: bool = True) -> None:
+        state: dict[str, Any] = asdict(watch)
         state.pop("card_id")
-        await self._set({**state, "claim": claim, "version": STATE_VERSION})
+        state.update(claim=claim, claimed_at=None if claim is None else time.time(), reported=reported)
+        await self._set({**state, "version": STATE_VERSION})
 
-    async def claim(self, before: RefreshWatch | None, after: RefreshWatch) -> bool:
-        """Record ``after`` as reported; True when this caller, and no one else, is to report it.
+    async def claim(self, before: Entry | None, after: RefreshWatch) -> bool:
+        """Record ``after`` as claimed; True when this caller, and no one else, is to report it.
 
-        ``before`` is the stored watch the caller read and found the refresh against: if the
+        ``before`` is the stored entry the caller read and found the refresh against: if the
         store holds another by now, someone else moved it on (reported this refresh) and the
-        claim is lost without writing anything.
+        claim is lost without writing anything; so it is while another's claim is in progress.
+        The caller reports the refresh, then :meth:`save` s ``after`` (``reported`` true).
         """
-        stored, _ = await self.load()
-        if stored != before:
+        stored = await self.load()
+        if stored != before or (stored is not None and not stored.reported and not stored.abandoned):
             return False
         token = uuid.uuid4().hex
-        await self.save(after, token)
+        await self.save(after, claim=token, reported=False)
         if not self.durable:
             return True
         await asyncio.sleep(SETTLE_SECONDS)
-        stored, winner = await self.load()
-        return winner == token and stored == after
+        stored = await self.load()
+        return stored is not None and stored.claim == token and stored.watch == after
 
 
 class MemoryLedger(Ledger):
@@ -177,7 +216,7 @@ def in_triggerer() -> bool:
     return comms is not None and type(comms).__name__ == "TriggerCommsDecoder"
 
 
-async def opened(trigger: Any, key: str, card_id: str) -> tuple[Ledger, RefreshWatch | None]:
+async def opened(trigger: Any, key: str, card_id: str) -> tuple[Ledger, Entry | None]:
     """The store a watch keeps its state in (the asset's state store, a Variable, or memory), and what it holds.
 
     Raises what the store raises when it cannot be read (the caller tries again at its next look).
@@ -186,11 +225,11 @@ async def opened(trigger: Any, key: str, card_id: str) -> tuple[Ledger, RefreshW
     if store is not None:
         ledger: Ledger = AssetStateLedger(key, card_id, store)
         try:
-            return ledger, (await ledger.load())[0]
+            return ledger, await ledger.load()
         except ValueError:  # several assets share this trigger: no one asset to scope the state to
             log.info("the watch of %s serves several assets; its state is kept in a Variable", card_id)
     if in_triggerer():
         ledger = VariableLedger(key, card_id)
-        return ledger, (await ledger.load())[0]
+        return ledger, await ledger.load()
     log.warning("the watch of %s runs outside a triggerer: its baseline is kept in memory only", card_id)
     return MemoryLedger(key, card_id), None

@@ -172,6 +172,7 @@ class DataTablesTableRefreshedTrigger(BaseEventTrigger):
         key = state_key(self.datatables_conn_id, self.project_id, self.card_id)
         ledger: Ledger | None = None
         table = RefreshWatch(self.card_id)  # what this watch last knew; the store's copy is the one that counts
+        unconfirmed: RefreshWatch | None = None  # a refresh fired whose report could not be recorded yet
         async with watch(self.datatables_conn_id, self.project_id, self.card_id, self.poll_interval) as subscription:
             while True:
                 snapshot = await subscription.next()
@@ -185,10 +186,14 @@ class DataTablesTableRefreshedTrigger(BaseEventTrigger):
                     continue
                 summary = snapshot.cards.get(self.card_id)
                 try:
+                    if unconfirmed is not None:
+                        await _confirmed(ledger, unconfirmed)
+                        unconfirmed = None
+                    first = ledger is None
                     if ledger is None:
-                        ledger, stored = await opened(self, key, self.card_id)
-                        table = stored or table
-                    event, table = await self._look(ledger, table, summary)
+                        ledger, entry = await opened(self, key, self.card_id)
+                        table = entry.watch if entry is not None else table
+                    event, table = await self._look(ledger, table, summary, first=first)
                 except Exception as err:  # the store cannot be reached now: no event without a claim; next look
                     self.log.warning(
                         "watching %s: its stored state could not be read or written (%s: %s); trying again next look",
@@ -197,36 +202,73 @@ class DataTablesTableRefreshedTrigger(BaseEventTrigger):
                         err,
                     )
                     continue
-                if event is not None:
-                    yield event
+                if event is None:
+                    continue
+                yield event
+                try:  # handed to the triggerer: the claim is reported
+                    await _confirmed(ledger, table)
+                except Exception as err:
+                    self.log.warning("watching %s: could not record the report (%s); next look", self.card_id, err)
+                    unconfirmed = table
 
     async def _look(
-        self, ledger: Ledger, table: RefreshWatch, summary: dict | None
+        self, ledger: Ledger, table: RefreshWatch, summary: dict | None, *, first: bool = False
     ) -> tuple[TriggerEvent | None, RefreshWatch]:
-        """One look at the table: the event to fire (at most one, claimed in the store) and the watch to carry on."""
+        """One look at the table: the event to fire (at most one, claimed in the store) and the watch to carry on.
+
+        ``first``: the watch's first look since it started; a refresh claimed by a triggerer that
+        stopped before firing its event (an abandoned claim) is fired now, if it is still the last read.
+        """
         seen, refreshed = table.observe(summary)
-        if seen == table:
+        if seen == table and not first:
             return None, table
-        stored, _ = await ledger.load()  # another triggerer may have moved it on: the store decides
-        before = stored or table
+        entry = await ledger.load()  # another triggerer may have moved it on: the store decides
+        if first and entry is not None and entry.abandoned:
+            last, succeeded = RefreshWatch(self.card_id, reading=True).observe(summary)
+            if succeeded and summary is not None and last.baseline == entry.watch.baseline:
+                if await ledger.claim(entry, entry.watch):
+                    self.log.info("table %s: firing the refresh a stopped triggerer claimed", self.card_id)
+                    return self._refreshed(entry.watch, summary), entry.watch
+            else:
+                self.log.warning(
+                    "table %s: the read at %s was claimed by a triggerer that stopped before firing its event,"
+                    " and a later read has replaced it: that refresh is not reported",
+                    self.card_id,
+                    entry.watch.baseline,
+                )
+            entry = await ledger.load()
+        before = entry.watch if entry is not None else table
         seen, refreshed = before.observe(summary)
         if seen == before:
             return None, before
         if not refreshed or summary is None:
             await ledger.save(seen)  # a read under way, a failed read, the first look: nothing to report
             return None, seen
-        if not await ledger.claim(stored, seen):
-            self.log.info("the refresh of %s read at %s was reported already", self.card_id, seen.baseline)
-            return None, (await ledger.load())[0] or seen
-        self.log.info("table %s was refreshed (read at %s)", self.card_id, seen.baseline)
+        if not await ledger.claim(entry, seen):
+            self.log.info("the refresh of %s read at %s is reported by another watch", self.card_id, seen.baseline)
+            entry = await ledger.load()
+            return None, entry.watch if entry is not None else seen
+        return self._refreshed(seen, summary), seen
+
+    def _refreshed(self, watch: RefreshWatch, summary: dict) -> TriggerEvent:
+        self.log.info("table %s was refreshed (read at %s)", self.card_id, watch.baseline)
         payload = {
             "card_id": self.card_id,
             "project_id": self.project_id,
-            "completion_time": seen.baseline,
+            "completion_time": watch.baseline,
             "rows": _rows(summary),
             "summary": summary,
         }
-        return TriggerEvent(payload), seen
+        return TriggerEvent(payload)
+
+
+async def _confirmed(ledger: Ledger | None, watch: RefreshWatch) -> None:
+    """Record that the claimed refresh ``watch`` was fired (unless the store has moved on since)."""
+    if ledger is None:
+        return
+    entry = await ledger.load()
+    if entry is not None and entry.watch == watch and not entry.reported:
+        await ledger.save(watch)
 
 
 def _rows(summary: dict) -> int | None:
