@@ -27,6 +27,11 @@ with DAG(
     catchup=False,
     tags=["example", "datatables"],
     doc_md=__doc__,
+    # Safe writes (docs/operators.md), for every replace of this DAG. A day's file that drops,
+    # renames or retypes a column fails the replace before anything is sent ("approve" would ask
+    # a person in the Airflow UI instead); a new column passes. A backfill of an earlier day never
+    # puts its data over a later day's: that run's replace is skipped, sending nothing.
+    default_args={"on_schema_change": "allow_new_columns", "if_older": "skip"},
 ) as dag:
 
     @task
