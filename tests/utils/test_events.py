@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
+from pathlib import Path
 from types import SimpleNamespace
 
-from tests.operators._runs import orders_csv, run, xcom
+import pytest
+from tests.dags._install import install_dag_file
+from tests.operators._runs import import_table, orders_csv, run, xcom
 
 from airflow_tables.assets import table_ref
 from airflow_tables.model import TableSummary
 from airflow_tables.utils.events import UploadRecord
+from airflow_tables.version_compat import AIRFLOW_V_3_2_PLUS, AIRFLOW_V_3_3_PLUS
 
 
 def test_an_import_records_an_event_on_its_service_qualified_asset(dags_module, datatables_conn, tmp_path):
@@ -55,3 +60,101 @@ def test_an_event_that_is_not_an_upload_record_reads_as_none():
     for extra in (None, {}, {"fingerprint": ""}, {"fingerprint": "abc"}):  # the last lacks the table's identity
         event = SimpleNamespace(extra=extra, source_dag_id=None, source_task_id=None, source_run_id=None)
         assert UploadRecord.from_event(event) is None
+
+
+# -- partitions (issue 28, point 2) --------------------------------------------------------------
+
+PARTITION_DAGS = Path(__file__).parent / "dags" / "datatables_partition_dags.py"
+CONSUMER = "dt_partition_consumer"
+
+
+@pytest.fixture
+def partitioned_table(dags_module, datatables_conn, tmp_path, monkeypatch):
+    """A table, and the partition DAGs installed for it (the consumer is scheduled on its asset)."""
+    card_id = import_table(datatables_conn, orders_csv(tmp_path, name="partitioned.csv"))
+    datatables_conn.wait_until_processed(datatables_conn.project_id, card_id)
+    monkeypatch.setenv("DT_PARTITION_PROJECT_ID", datatables_conn.project_id)
+    monkeypatch.setenv("DT_PARTITION_CARD_ID", card_id)
+    monkeypatch.setenv("DT_PARTITION_SERVICE", datatables_conn.base_url)
+    dags = {dag.dag_id: dag for dag in install_dag_file(PARTITION_DAGS)}
+    return card_id, dags
+
+
+def _replace(dags, tmp_path, monkeypatch, *, run_key=None, region=""):
+    """Replace the table in a dag.test() run; ``run_key``: the partition key the scheduler would give the run."""
+    import airflow.models.dagrun as dagrun_module
+
+    made = dagrun_module.get_or_create_dagrun
+
+    def partitioned(**kwargs):  # dag.test() cannot make a partitioned run: give its run the key
+        from airflow.models.dag import DagModel
+        from sqlalchemy import update
+
+        dag_run = made(**kwargs)
+        dag_run.partition_key = run_key
+        # dag.test() has just written the consumer to the database, paused as every new DAG is.
+        kwargs["session"].execute(update(DagModel).where(DagModel.dag_id == CONSUMER).values(is_paused=False))
+        kwargs["session"].commit()
+        return dag_run
+
+    monkeypatch.setattr(dagrun_module, "get_or_create_dagrun", partitioned)
+    when = datetime.now(timezone.utc)
+    path = str(orders_csv(tmp_path, name=f"part_{region or run_key}.csv", rows=3))
+    dag_run = dags["dt_partition_replace"].test(
+        run_conf={"file_path": path, "region": region}, logical_date=when, run_after=when
+    )
+    assert str(dag_run.get_task_instance("replace").state) == "success"
+    return dag_run
+
+
+def _events(card_id, project_id):
+    from airflow.models.asset import AssetEvent, AssetModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    from airflow_tables.assets import table_asset
+
+    with create_session() as session:
+        uri = table_asset(project_id, card_id).uri
+        query = select(AssetEvent).join(AssetModel, AssetEvent.asset_id == AssetModel.id).where(AssetModel.uri == uri)
+        return [(e.source_run_id, e.partition_key, e.extra.get("partition_key")) for e in session.scalars(query)]
+
+
+def _queued_partitions(dag_id):
+    from airflow.models.asset import AssetPartitionDagRun
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        query = select(AssetPartitionDagRun.partition_key).where(AssetPartitionDagRun.target_dag_id == dag_id)
+        return sorted(session.scalars(query))
+
+
+@pytest.mark.skipif(not AIRFLOW_V_3_2_PLUS, reason="partitions are Airflow 3.2+")
+def test_a_partitioned_run_s_replace_records_its_event_for_that_partition(
+    partitioned_table, datatables_conn, tmp_path, monkeypatch
+):
+    card_id, dags = partitioned_table
+    before = _queued_partitions(CONSUMER)
+    dag_run = _replace(dags, tmp_path, monkeypatch, run_key="2026-11-25")
+    assert _events(card_id, datatables_conn.project_id) == [(dag_run.run_id, "2026-11-25", "2026-11-25")]
+    # The partitioned consumer is queued once for that partition: the scheduler makes one run of it.
+    assert _queued_partitions(CONSUMER) == sorted([*before, "2026-11-25"])
+
+
+@pytest.mark.skipif(not AIRFLOW_V_3_2_PLUS, reason="partitions are Airflow 3.2+")
+def test_a_given_partition_key_goes_on_the_event_and_each_partition_queues_its_consumer_once(
+    partitioned_table, datatables_conn, tmp_path, monkeypatch, capfd
+):
+    card_id, dags = partitioned_table
+    before = _queued_partitions(CONSUMER)
+    north = _replace(dags, tmp_path, monkeypatch, region="north")
+    south = _replace(dags, tmp_path, monkeypatch, region="south")
+    events = _events(card_id, datatables_conn.project_id)
+    if AIRFLOW_V_3_3_PLUS:
+        assert events == [(north.run_id, "north", "north"), (south.run_id, "south", "south")]
+        assert _queued_partitions(CONSUMER) == sorted([*before, "north", "south"])
+    else:  # 3.2 gives an event only its run's key: kept in the extras, with a warning
+        assert events == [(north.run_id, None, "north"), (south.run_id, None, "south")]
+        assert "partition_key 'north' is kept in the event's extras only" in "".join(capfd.readouterr())
+        assert _queued_partitions(CONSUMER) == before  # no key, no partitioned run

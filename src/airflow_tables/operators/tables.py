@@ -117,9 +117,13 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
         uploaded to the table and the table has not been refreshed since (its
         ``UploadCompletionTime`` is the one seen after that upload). The record is the
         table's last asset event, so it is shared by every DAG that feeds the table.
+    :param partition_key: the partition the table's asset event is for (templated), so that
+        partitioned consumers run once per partition; by default a partitioned run's own key
+        (Airflow 3.2+). A key other than the run's needs Airflow 3.3; where it cannot be given to
+        the event (3.1, 3.2) the task warns and the key is only kept in the event's extras.
     """
 
-    template_fields: Sequence[str] = ("project_id", "file_path", "card_id")
+    template_fields: Sequence[str] = ("project_id", "file_path", "card_id", "partition_key")
     operator_extra_links = (DataTablesTableLink(),)
     ui_color = "#dbeafe"
     external_id_key = "datatables_table"
@@ -140,6 +144,7 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
         skip_if_unchanged: bool = False,
         encoding: str | None = None,
         allowed_sources: str | Sequence[str] | None = None,
+        partition_key: str | None = None,
         datatables_conn_id: str = "datatables_default",
         **kwargs: Any,
     ) -> None:
@@ -161,6 +166,7 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
         self.skip_if_unchanged = skip_if_unchanged
         self.encoding = encoding
         self.allowed_sources = allowed_sources
+        self.partition_key = partition_key
         self._job: Job | None = None  # the job this try works on, once published (the XComs, the asset event)
         self._table: TableSummary | None = None  # the table as the wait's last look saw it read
 
@@ -322,9 +328,8 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
         if job.skipped:
             return
         ref = table_ref(self.department, job.card_id, service=self.hook.settings.base_url)
-        record_upload(
-            context, ref, UploadRecord.of(ref, self._table, replaced=self.replaces, fingerprint=job.fingerprint)
-        )
+        record = UploadRecord.of(ref, self._table, replaced=self.replaces, fingerprint=job.fingerprint)
+        record_upload(context, ref, record, partition_key=self.partition_key)
         if self.wait_for_completion and job.accepted_at is not None:
             from airflow_tables.metrics import timing
 

@@ -5,21 +5,33 @@ Each import or replacement that sends a file records an event on the table's ass
 only at run time). Its extras are flat, to filter on, and are also the table's upload record
 that ``skip_if_unchanged`` reads back (:func:`last_upload`), whichever DAG wrote it:
 :class:`UploadRecord` is both.
+
+Partitions (Airflow 3.2+). The event carries a partition key, so that partitioned consumers
+run once per partition: the run's own (a partitioned run's ``partition_key``; Airflow gives it
+to every event the run records, alias events included), or the one the task is given. A given
+key that is not the run's needs Airflow 3.3, which attaches a key to an event on a concrete
+asset only (not through an alias): the event then goes on the table's asset directly, when
+Airflow knows that asset (a DAG refers to it, as every consumer scheduled on it does); else it
+goes through the alias with the run's key, with a warning. On 3.2 a given key other than the
+run's cannot be attached, and on 3.1 no key can: the task warns and the key is kept in the
+event's extras (``partition_key``) only.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+import logging
+from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import AssetAlias
 
 from airflow_tables.assets import ALIAS_NAME, asset_of
+from airflow_tables.version_compat import AIRFLOW_V_3_2_PLUS, AIRFLOW_V_3_3_PLUS
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from airflow.sdk import Context
+    from airflow.sdk import Asset, Context
 
     from airflow_tables.assets import TableRef
     from airflow_tables.model import TableSummary
@@ -27,6 +39,8 @@ if TYPE_CHECKING:
 TABLES_ALIAS = AssetAlias(name=ALIAS_NAME, group="datatables")
 #: How many of a table's newest asset events are searched for the last upload record.
 RECORDS_LOOKED_AT = 50
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -37,6 +51,7 @@ class UploadRecord:
         when the task did not wait); ``rows`` likewise.
     :param fingerprint: the bytes sent, when ``skip_if_unchanged`` computed it; a record without
         one is not read back.
+    :param partition_key: the partition the upload was recorded for, if any (an extra only when set).
     """
 
     service: str
@@ -48,6 +63,7 @@ class UploadRecord:
     replaced: bool = False
     credits: int = 1
     fingerprint: str | None = None
+    partition_key: str | None = None
     dag_id: str | None = None
     task_id: str | None = None
     run_id: str | None = None
@@ -69,7 +85,10 @@ class UploadRecord:
 
     def to_extra(self) -> dict[str, Any]:
         """The event's extras (the source of the event is the event's own, not an extra)."""
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _FROM_EVENT}
+        extra = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _FROM_EVENT}
+        if extra["partition_key"] is None:  # the extras of an upload without partitions stay as they were
+            del extra["partition_key"]
+        return extra
 
     @classmethod
     def from_event(cls, event: Any) -> UploadRecord | None:
@@ -96,9 +115,62 @@ def _is_ours(event: Any) -> bool:
     return bool((event.extra or {}).get("fingerprint"))
 
 
-def record_upload(context: Context, ref: TableRef, record: UploadRecord) -> None:
-    """Record the upload's event on the table's asset, through :data:`TABLES_ALIAS`."""
-    context["outlet_events"][TABLES_ALIAS].add(asset_of(ref), extra=record.to_extra())
+def record_upload(context: Context, ref: TableRef, record: UploadRecord, partition_key: str | None = None) -> None:
+    """Record the upload's event on the table's asset, with the given partition key or else the run's.
+
+    The event goes through :data:`TABLES_ALIAS`, where the run's own key comes with it
+    (Airflow 3.2+); a given key that is not the run's goes on the asset itself (Airflow 3.3+;
+    see the module's docstring for what older versions do).
+    """
+    run_key = getattr(context.get("dag_run"), "partition_key", None) or None
+    key = partition_key or run_key  # an empty rendered template means no key of its own
+    if key is not None:
+        record = replace(record, partition_key=key)
+    asset = asset_of(ref)
+    if key is not None and key != run_key and _on_the_asset(context, asset, record, key):
+        return
+    context["outlet_events"][TABLES_ALIAS].add(asset, extra=record.to_extra())
+
+
+def _on_the_asset(context: Context, asset: Asset, record: UploadRecord, key: str) -> bool:
+    """Record the event on ``asset`` itself with partition ``key``; ``False`` (warned) where Airflow cannot."""
+    task = context.get("task")
+    why = (
+        "Airflow 3.1 has no partitions"
+        if not AIRFLOW_V_3_2_PLUS
+        else "Airflow 3.2 gives an event only its run's partition key"
+        if not AIRFLOW_V_3_3_PLUS
+        else None
+    )
+    if why is None and not _known_to_airflow(asset):
+        why = f"Airflow knows no asset {asset.uri} yet (no DAG refers to it, so no consumer waits on its partitions)"
+    if why is not None:
+        getattr(task, "log", log).warning(
+            "partition_key %r is kept in the event's extras only, not given to the event of %s: %s",
+            key,
+            asset.uri,
+            why,
+        )
+        return False
+    if task is not None and asset not in task.outlets:
+        task.outlets.append(asset)  # Airflow registers a concrete asset's event only for the task's outlets
+    accessor = context["outlet_events"][asset]
+    accessor.extra = record.to_extra()
+    accessor.add_partitions(key)
+    return True
+
+
+def _known_to_airflow(asset: Asset) -> bool:
+    """Whether Airflow has the asset, active (asked of the supervisor, as a task can)."""
+    from airflow.sdk.execution_time.comms import ErrorResponse, GetAssetByName
+    from airflow.sdk.execution_time.task_runner import SUPERVISOR_COMMS
+
+    try:
+        answer = SUPERVISOR_COMMS.send(GetAssetByName(name=asset.name))
+    except Exception as err:  # no supervisor (a plain execute()): nothing to attach the event to
+        log.warning("could not ask Airflow about asset %s: %s", asset.uri, err)
+        return False
+    return not isinstance(answer, ErrorResponse) and getattr(answer, "uri", None) == asset.uri
 
 
 def last_upload(ref: TableRef) -> UploadRecord | None:
@@ -116,7 +188,5 @@ def last_upload(ref: TableRef) -> UploadRecord | None:
             if _is_ours(event):  # the newest of ours decides, even when it is malformed (then: replace)
                 return UploadRecord.from_event(event)
     except Exception as err:  # no supervisor to ask: behave as if nothing was recorded (import)
-        import logging
-
-        logging.getLogger(__name__).warning("could not read the upload record of %s: %s", ref.uri, err)
+        log.warning("could not read the upload record of %s: %s", ref.uri, err)
     return None
