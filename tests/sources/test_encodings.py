@@ -7,6 +7,7 @@ import random
 
 import pytest
 
+import airflow_tables.sources as sources
 from airflow_tables.sources import open_source, transcode
 from airflow_tables.sources.transcode import Converter, declared
 from airflow_tables.validation import validate_csv
@@ -34,7 +35,7 @@ def test_a_legacy_file_validates_in_its_encoding_and_reads_as_utf8(tmp_path, enc
     assert report.ok, report.errors
     assert (report.columns, report.rows, report.delimiter) == (COLUMNS, 3, ";")
     assert report.encoding == codecs.lookup(encoding).name
-    assert report.size_bytes == len(text.encode())
+    assert (report.size_bytes, report.converted_bytes) == (path.stat().st_size, len(text.encode()))
 
     source = open_source(path, encoding=encoding)
     with source.open() as f:
@@ -76,6 +77,27 @@ def test_the_hook_refuses_a_bad_byte_before_sending(tmp_path):
     path = tmp_path / "bad.csv"
     path.write_bytes(b"a,b\n1,\x81\n")
     with pytest.raises(OSError, match=r"line 2: byte 0x81 .* not valid cp1252"):
+        open_source(path, encoding="cp1252").utf8_size()
+
+
+def test_a_file_counted_window_by_window_on_two_threads_has_its_exact_length_and_first_bad_byte(tmp_path, monkeypatch):
+    import mmap
+
+    from airflow_tables.sources import mapped
+
+    monkeypatch.setattr(mapped, "WINDOW", mmap.ALLOCATIONGRANULARITY)  # many windows in a small file
+    monkeypatch.setattr(sources, "COUNT_THREADS", 2)
+    text = "".join(f"{i},Zürich,€{i},naïve\n" for i in range(3000))
+    path = tmp_path / "legacy.csv"
+    path.write_bytes(text.encode("cp1252"))
+    assert path.stat().st_size > 10 * mmap.ALLOCATIONGRANULARITY
+    assert open_source(path, encoding="cp1252").utf8_size() == len(text.encode())
+    data = bytearray(path.read_bytes())
+    at = data.index(b"2900,")
+    data[at] = 0x81  # undefined in Windows-1252, in a late window
+    path.write_bytes(bytes(data))
+    line = text[: text.index("2900,")].count("\n") + 1
+    with pytest.raises(OSError, match=rf"line {line}: byte 0x81 \(offset {at:,}\) is not valid cp1252"):
         open_source(path, encoding="cp1252").utf8_size()
 
 

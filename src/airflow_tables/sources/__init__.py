@@ -40,7 +40,16 @@ from airflow_tables.sources.storage import (
     local_size,
     stat_object,
 )
-from airflow_tables.sources.transcode import Codec, Converter, DecodeError, Undecodable, Utf8Reader, declared
+from airflow_tables.sources.transcode import (
+    Codec,
+    Converter,
+    DecodeError,
+    Undecodable,
+    Utf8Reader,
+    count_single_byte,
+    counts_natively,
+    declared,
+)
 
 __all__ = [
     "Source",
@@ -55,6 +64,8 @@ __all__ = [
 
 #: Bytes copied at a time into a staged copy.
 COPY_BLOCK = 1024 * 1024
+#: Threads that count a local file's UTF-8 length in a single-byte code page (the upload waits for it).
+COUNT_THREADS = min(2, os.cpu_count() or 1)
 
 
 @dataclass(frozen=True)
@@ -186,10 +197,19 @@ def open_source(file: Any, encoding: str | None = None, *, allowed: str | Sequen
 def _count_utf8(source: Source) -> tuple[int, DecodeError | None]:
     """Convert the whole source once, keeping only the count (and the first undecodable bytes).
 
-    A local file is counted in place (mapped, :mod:`airflow_tables.sources.mapped`), an object as it streams.
+    A local file is counted in place (mapped, :mod:`airflow_tables.sources.mapped`), in a
+    single-byte code page on :data:`COUNT_THREADS` threads at once; an object as it streams.
     """
     assert source.codec is not None
     converter = Converter(source.codec)
+    if source.local_path is not None and counts_natively(source.codec):
+        from airflow_tables.sources.mapped import each_window
+
+        codec = source.codec
+        counts = each_window(source.local_path, "counted", lambda view: count_single_byte(codec, view), COUNT_THREADS)
+        if not any(bad for _, bad in counts):
+            return sum(n for n, _ in counts), None
+        # A byte not valid in the code page: counted again in order, to say where the first one is.
     if source.local_path is not None:
         from airflow_tables.sources.mapped import mapped_windows
 

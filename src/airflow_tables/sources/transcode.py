@@ -100,6 +100,22 @@ def _single_byte_table(info: codecs.CodecInfo) -> bytes | None:
     return b"".join(entries)
 
 
+def counts_natively(codec: Codec) -> bool:
+    """Whether :func:`count_single_byte` counts this codec: a single-byte code page, with the C kernel built."""
+    return _transcode is not None and codec.table is not None
+
+
+def count_single_byte(codec: Codec, block: bytes | memoryview) -> tuple[int, bool]:
+    """UTF-8 bytes ``block`` becomes, and whether a byte of it is undefined (:func:`counts_natively` codecs).
+
+    A single-byte code page needs no state between blocks, so blocks of one file may be
+    counted at once on several threads (the kernel releases the GIL).
+    """
+    assert _transcode is not None and codec.table is not None  # counts_natively(codec)
+    written, bad = _transcode.single_byte_to_utf8(block, codec.table, codec.ascii_same, None)
+    return written, bad >= 0
+
+
 @dataclass(frozen=True)
 class DecodeError:
     """The first bytes that are not valid in the declared encoding, and where they are."""
