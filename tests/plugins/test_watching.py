@@ -18,6 +18,7 @@ from tests.conftest import APP_URL
 from tests.operators._runs import import_table, orders_csv, run, state, xcom
 from tests.plugins.test_app import allowed
 
+from airflow_tables.hooks.tables import DataTablesHook
 from airflow_tables.model import TableSummary
 from airflow_tables.plugins.events import Import, Schedule, interval_of, size_of
 from airflow_tables.plugins.models import TableDetailPage, TablesPage, TaskTable
@@ -162,7 +163,7 @@ def test_a_fingerprint_gives_the_file_size():
 # -- live, at bounded cost --------------------------------------------------------------------------
 
 
-def test_a_new_table_and_a_state_change_reach_a_poll_within_one_interval(imported, connections, tmp_path):
+def test_a_new_table_a_state_change_and_a_removal_reach_a_poll_within_one_interval(imported, connections, tmp_path):
     """The page polls with the ETag it was given: unchanged costs a 304; a new listing comes within one interval."""
     emulator = connections
     ttl = 1.0
@@ -176,7 +177,7 @@ def test_a_new_table_and_a_state_change_reach_a_poll_within_one_interval(importe
         card_id = import_table(emulator, orders_csv(tmp_path, "live.csv"))
         added = time.monotonic()
 
-        def listed(expected_state: str):
+        def listed(expected_state: str | None):
             resp = http.get(tables_url(emulator, limit=500), headers={"If-None-Match": etag})
             if resp.status_code == 304:
                 return None
@@ -186,6 +187,8 @@ def test_a_new_table_and_a_state_change_reach_a_poll_within_one_interval(importe
         until(lambda: listed("being_read"), timeout=ttl + 1)
         assert time.monotonic() - added <= ttl + 1
         until(lambda: listed("ready"), timeout=ttl + 5)
+        DataTablesHook().delete_card(emulator.project_id, card_id)
+        until(lambda: listed(None), timeout=ttl + 1)  # a removal, too
     finally:
         emulator.reset_settings()
 
