@@ -173,6 +173,7 @@ class DataTablesTableRefreshedTrigger(BaseEventTrigger):
         ledger: Ledger | None = None
         table = RefreshWatch(self.card_id)  # what this watch last knew; the store's copy is the one that counts
         unconfirmed: RefreshWatch | None = None  # a refresh fired whose report could not be recorded yet
+        first = True  # until the first look that reached the store
         async with watch(self.datatables_conn_id, self.project_id, self.card_id, self.poll_interval) as subscription:
             while True:
                 snapshot = await subscription.next()
@@ -189,11 +190,11 @@ class DataTablesTableRefreshedTrigger(BaseEventTrigger):
                     if unconfirmed is not None:
                         await _confirmed(ledger, unconfirmed)
                         unconfirmed = None
-                    first = ledger is None
                     if ledger is None:
                         ledger, entry = await opened(self, key, self.card_id)
                         table = entry.watch if entry is not None else table
                     event, table = await self._look(ledger, table, summary, first=first)
+                    first = False
                 except Exception as err:  # the store cannot be reached now: no event without a claim; next look
                     self.log.warning(
                         "watching %s: its stored state could not be read or written (%s: %s); trying again next look",
