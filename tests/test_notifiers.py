@@ -79,3 +79,12 @@ def test_airflow_lists_the_notifier_among_the_providers_notifications():
     from airflow.providers_manager import ProvidersManager
 
     assert "airflow_tables.notifiers.DataTablesFreshnessNotifier" in ProvidersManager().notification
+
+
+def test_a_connection_that_does_not_exist_is_said_not_raised(datatables_conn):
+    message = said(GONE, datatables_conn_id="no_such_connection")
+    assert message.startswith(
+        f"DAG orders_daily run scheduled__2026-11-26 missed its deadline of 2026-11-26T07:00:00+00:00: "
+        f"table {GONE}: its state could not be read ("
+    )
+    assert "no_such_connection" in message and message.endswith("; look at it in the service.")

@@ -61,8 +61,8 @@ class DataTablesFreshnessNotifier(BaseNotifier):
 
         hook = DataTablesHook(datatables_conn_id=self.datatables_conn_id)
         try:
-            detail: Mapping[str, Any] | DataTablesError = hook.get_card(self.project_id, self.card_id)
-        except DataTablesError as err:
+            detail: Mapping[str, Any] | Exception = hook.get_card(self.project_id, self.card_id)
+        except Exception as err:  # a notifier says what it could not learn; it never fails the callback
             detail = err
         self.send(self.message(context, detail), context)
 
@@ -72,8 +72,8 @@ class DataTablesFreshnessNotifier(BaseNotifier):
 
         hook = DataTablesHook(datatables_conn_id=self.datatables_conn_id)
         try:
-            detail: Mapping[str, Any] | DataTablesError = await hook.a_get_card(self.project_id, self.card_id)
-        except DataTablesError as err:
+            detail: Mapping[str, Any] | Exception = await hook.a_get_card(self.project_id, self.card_id)
+        except Exception as err:  # a notifier says what it could not learn; it never fails the callback
             detail = err
         message = self.message(context, detail)
         self.send(message, context)
@@ -83,14 +83,15 @@ class DataTablesFreshnessNotifier(BaseNotifier):
         """Pass the message on: here, a warning in the log of whatever runs the callback; override to send it on."""
         self.log.warning("%s", message)
 
-    def message(self, context: Context, detail: Mapping[str, Any] | DataTablesError) -> str:
+    def message(self, context: Context, detail: Mapping[str, Any] | Exception) -> str:
         """The sentence for the table as fetched (its detail, or the error the fetch raised)."""
         where = f"department {self.project_id}" if self.project_id else "the connection's department"
         head = f"{_late(context)}: table {self.card_id}"
         if isinstance(detail, DataTablesNotFoundError):
             return f"{head} is not (or no longer) in {where}."
-        if isinstance(detail, DataTablesError):
-            return f"{head}: its state could not be read ({detail}); look at it in the service."
+        if isinstance(detail, Exception):
+            why = detail if isinstance(detail, DataTablesError) else f"{type(detail).__name__}: {detail}"
+            return f"{head}: its state could not be read ({why}); look at it in the service."
         try:
             table = TableDetail.from_json(detail)
         except ValueError:
