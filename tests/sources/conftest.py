@@ -37,3 +37,20 @@ def received_bytes(emulator, card_id: str) -> bytes:
     finally:
         db.close()
     return (Path(emulator.data_dir) / relative).read_bytes()
+
+
+def cut_off_import(datatables_hook, emulator, source) -> str:
+    """Import ``source``, which must be cut off mid-way: no import accepted, no credit spent, not "uncertain".
+
+    Returns the error's message, for the caller to check why.
+    """
+    from airflow_tables import exceptions as ex
+
+    emulator.reset_stats()
+    credits = emulator.credits()
+    with pytest.raises(ex.DataTablesError) as info:
+        datatables_hook.import_csv(None, source)
+    assert not isinstance(info.value, ex.DataTablesImportUncertainError)
+    assert emulator.stats()["imports_accepted"] == 0 and emulator.credits() == credits
+    assert "nothing was imported" in str(info.value)
+    return str(info.value)
