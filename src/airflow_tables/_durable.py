@@ -97,6 +97,20 @@ def _variable_notes(context: Context, task: Any, notes: Collection[str]) -> list
     return keys
 
 
+def task_series(context: Context) -> int:
+    """The first try number of the task instance's current series of tries: a clear starts a new series.
+
+    A retry keeps ``max_tries``; clearing a task sets it to the last try's number plus the task's
+    ``retries`` (``clear_task_instances``, Airflow 3.1 to 3.3), so Airflow's own rule (the task
+    runner's ``get_first_reschedule_date``) gives the first try since the last clear:
+    ``max_tries - retries + 1``. A note written in an earlier series belongs to a run the user
+    cleared, and must not be resumed.
+    """
+    ti = context["ti"]
+    retries = getattr(context.get("task"), "retries", None) or 0
+    return max(1, int(ti.max_tries) - int(retries) + 1)
+
+
 def _ends_task_instance(err: BaseException, context: Context) -> bool:
     """Whether the try failing with ``err`` is the task instance's last (as the task runner decides on < 3.3)."""
     from airflow_tables.version_compat import AirflowFailException, AirflowSkipException
@@ -166,4 +180,4 @@ class DurableJobMixin:
         return self.get_job_result(external_id, context)
 
 
-__all__ = ["DurableJobMixin", "durable_store", "forgotten_when_ended"]
+__all__ = ["DurableJobMixin", "durable_store", "forgotten_when_ended", "task_series"]

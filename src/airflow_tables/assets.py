@@ -59,18 +59,30 @@ class TableRef:
 def service_of(base_url: str) -> str:
     """The service part of an identity: a base URL's host, port and path prefix, lower-cased host.
 
-    ``https://Tables.example.com/`` and ``tables.example.com`` (a bare host means https) are
-    the same service; ``http://127.0.0.1:8765`` keeps its port.
+    One service has one identity however its URL is spelled: ``https://Tables.example.com/``,
+    ``tables.example.com`` (a bare host means https) and ``https://tables.example.com:443`` are
+    the same service (a scheme's default port is dropped: 443 for https, 80 for http); so are
+    ``http://localhost:8765`` and ``http://127.0.0.1:8765`` (every loopback name is written
+    ``127.0.0.1``: ``localhost``, ``localhost.``, ``::1``). ``http://127.0.0.1:8765`` keeps its port.
     """
     text = base_url.strip()
     parts = urlsplit(text if "://" in text else f"https://{text}")
     if not parts.hostname:
         raise ValueError(f"{base_url!r} is not a base URL such as https://tables.example.com")
-    host = parts.hostname.lower()
+    host = parts.hostname.lower().rstrip(".")
+    if host in _LOOPBACK:
+        host = "127.0.0.1"
     if ":" in host:  # IPv6
         host = f"[{host}]"
-    port = f":{parts.port}" if parts.port is not None else ""
-    return f"{host}{port}{parts.path.rstrip('/')}"
+    port = parts.port
+    shown = f":{port}" if port is not None and port != _DEFAULT_PORTS.get(parts.scheme.lower()) else ""
+    return f"{host}{shown}{parts.path.rstrip('/')}"
+
+
+#: Names of this machine that reach the same service as 127.0.0.1.
+_LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1", "0:0:0:0:0:0:0:1"})
+#: The port a scheme means when none is written.
+_DEFAULT_PORTS = {"https": 443, "http": 80}
 
 
 def table_ref(project_id: str, card_id: str, *, service: str) -> TableRef:

@@ -126,6 +126,14 @@ class DataTablesUploadFailedError(DataTablesError):
     """The service finished reading the file (``Processed``) but ``SuccessfulUpload`` is false."""
 
 
+class DataTablesReadMismatchError(DataTablesError):
+    """The service read a validated file, but its table's ``Rows`` or number of ``Columns`` differ from the file's.
+
+    The table exists and the credit is spent: trying again would pay again for the same reading,
+    so the operators do not retry it (``on_read_mismatch="fail"``).
+    """
+
+
 class DataTablesTimeoutError(DataTablesError):
     """A wait for ``Processed`` ran past its deadline."""
 

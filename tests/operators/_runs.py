@@ -86,3 +86,29 @@ def import_table(emulator, path: Path) -> str:
 
 def imports_since(emulator, before: dict) -> int:
     return emulator.stats()["imports_accepted"] - before["imports_accepted"]
+
+
+def clear_and_run(dags_module, dag_id: str, run_id: str, task_id: str):
+    """Clear a finished task through Airflow's own ``clear_task_instances`` (what the UI and the REST API call),
+    then run its next try as the scheduler would (the try number it gives a cleared task), as dag.test() does."""
+    from airflow.models.dagrun import DagRun
+    from airflow.models.taskinstance import clear_task_instances
+    from airflow.sdk.definitions.dag import _run_task
+    from airflow.utils.session import create_session
+    from airflow.utils.state import TaskInstanceState
+    from sqlalchemy import select
+
+    with create_session() as session:
+        dag_run = session.scalar(select(DagRun).where(DagRun.dag_id == dag_id, DagRun.run_id == run_id))
+        clear_task_instances([dag_run.get_task_instance(task_id, session=session)], session)
+        session.commit()
+        ti = dag_run.get_task_instance(task_id, session=session)
+        ti.try_number += 1  # what the scheduler does when it schedules the cleared task
+        ti.state = TaskInstanceState.SCHEDULED
+        session.commit()
+        session.refresh(ti)
+        _run_task(ti=ti, task=dags_module.DAGS[dag_id].task_dict[task_id], run_triggerer=True)
+    with create_session() as session:
+        dag_run = session.scalar(select(DagRun).where(DagRun.dag_id == dag_id, DagRun.run_id == run_id))
+        session.expunge_all()
+        return dag_run

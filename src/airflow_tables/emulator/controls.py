@@ -1,8 +1,8 @@
 """``/_emulator/...``: switches for tests, mounted only with ``--test-controls`` and needing no key.
 
 * ``PUT /_emulator/faults`` ``{"rules": [...], "seed": 123}`` / ``DELETE /_emulator/faults``
-* ``PUT /_emulator/settings`` ``{"processing_delay": s, "fail_readings": n, "lock_while_reading": b,
-  "replacement_card_id": b}`` / ``DELETE`` (back to start-up values)
+* ``PUT /_emulator/settings`` ``{"processing_delay": s, "fail_readings": n, "failure_reason": text,
+  "lose_rows": n, "lock_while_reading": b, "replacement_card_id": b}`` / ``DELETE`` (back to start-up values)
 * ``GET /_emulator/stats`` / ``POST /_emulator/stats/reset``
 * ``PUT /_emulator/connectors/{card_id}`` ``{"status": "active" | "paused"}``
 
@@ -76,20 +76,28 @@ class Controls:
 
     async def set_settings(self, request: Request) -> dict:
         data = await _json_body(request)
-        known = ("processing_delay", "fail_readings", "lock_while_reading", "replacement_card_id")
+        flags = ("lock_while_reading", "replacement_card_id")
+        counts = ("fail_readings", "lose_rows")
+        known = ("processing_delay", *counts, "failure_reason", *flags)
         if extra := sorted(set(data) - set(known)):
             raise ApiError(400, f"unknown setting(s) {', '.join(extra)}; settings: {', '.join(known)}")
-        for name in known[2:]:
+        for name in flags:
             if data.get(name) is not None and not isinstance(data[name], bool):
                 raise ApiError(400, f"{name} must be true or false, not {data[name]!r}")
-        delay, fails = data.get("processing_delay"), data.get("fail_readings")
+        for name in counts:
+            value = data.get(name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+                raise ApiError(400, f"{name} must be a whole number, 0 or more, not {value!r}")
+        delay, reason = data.get("processing_delay"), data.get("failure_reason")
         if delay is not None and (isinstance(delay, bool) or not isinstance(delay, (int, float)) or delay < 0):
             raise ApiError(400, f"processing_delay must be a number of seconds, 0 or more, not {delay!r}")
-        if fails is not None and (isinstance(fails, bool) or not isinstance(fails, int) or fails < 0):
-            raise ApiError(400, f"fail_readings must be a whole number, 0 or more, not {fails!r}")
+        if reason is not None and (not isinstance(reason, str) or not reason.strip()):
+            raise ApiError(400, f"failure_reason must be a non-empty text, not {reason!r}")
         self.reading.update(
             processing_delay=delay,
-            fail_readings=fails,
+            fail_readings=data.get("fail_readings"),
+            failure_reason=reason,
+            lose_rows=data.get("lose_rows"),
             lock_while_reading=data.get("lock_while_reading"),
             replacement_card_id=data.get("replacement_card_id"),
         )

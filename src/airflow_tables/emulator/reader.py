@@ -10,7 +10,9 @@ needed again).
 
 :class:`ReadingControls` holds the test controls that shape a reading: the minimum time
 a table stays being read (``processing_delay``, read live so lowering it releases
-waiting tables) and a number of readings to fail on purpose (``fail_readings``).
+waiting tables), a number of readings to fail on purpose (``fail_readings``) with the
+explanation they give in ``Description`` (``failure_reason``), and a number of rows the
+next reading loses (``lose_rows``: it ends well, with ``Rows`` that many short of the file's).
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ if TYPE_CHECKING:
     from airflow_tables.emulator.store import Card, Store
 
 log = logging.getLogger("airflow_tables.emulator")
+#: What a reading made to fail by ``fail_readings`` says, unless ``failure_reason`` says otherwise.
+DEFAULT_FAILURE_REASON = "the test control fail_readings made this reading fail"
 
 
 class ReadingFailed(Exception):
@@ -42,6 +46,8 @@ class ReadingControls:
         self._initial_delay = processing_delay
         self.processing_delay = processing_delay
         self.fail_readings = 0
+        self.failure_reason = DEFAULT_FAILURE_REASON
+        self.lose_rows = 0
         # Seed edges the document leaves open, shown on demand:
         self.lock_while_reading = False  # a table being read also reports LockedFromDelete true
         self.replacement_card_id = True  # a replacement's answer repeats the CardID (only implied)
@@ -50,6 +56,8 @@ class ReadingControls:
         return {
             "processing_delay": self.processing_delay,
             "fail_readings": self.fail_readings,
+            "failure_reason": self.failure_reason,
+            "lose_rows": self.lose_rows,
             "lock_while_reading": self.lock_while_reading,
             "replacement_card_id": self.replacement_card_id,
         }
@@ -59,6 +67,8 @@ class ReadingControls:
         *,
         processing_delay: float | None = None,
         fail_readings: int | None = None,
+        failure_reason: str | None = None,
+        lose_rows: int | None = None,
         lock_while_reading: bool | None = None,
         replacement_card_id: bool | None = None,
     ) -> None:
@@ -67,6 +77,10 @@ class ReadingControls:
                 self.processing_delay = processing_delay
             if fail_readings is not None:
                 self.fail_readings = fail_readings
+            if failure_reason is not None:
+                self.failure_reason = failure_reason
+            if lose_rows is not None:
+                self.lose_rows = lose_rows
             if lock_while_reading is not None:
                 self.lock_while_reading = lock_while_reading
             if replacement_card_id is not None:
@@ -76,15 +90,27 @@ class ReadingControls:
     def reset(self) -> None:
         """Back to how the server was started."""
         self.update(
-            processing_delay=self._initial_delay, fail_readings=0, lock_while_reading=False, replacement_card_id=True
+            processing_delay=self._initial_delay,
+            fail_readings=0,
+            failure_reason=DEFAULT_FAILURE_REASON,
+            lose_rows=0,
+            lock_while_reading=False,
+            replacement_card_id=True,
         )
 
-    def take_failure(self) -> bool:
+    def take_failure(self) -> str | None:
+        """The explanation of a reading made to fail (one of ``fail_readings`` used up), else ``None``."""
         with self._changed:
             if self.fail_readings > 0:
                 self.fail_readings -= 1
-                return True
-            return False
+                return self.failure_reason
+            return None
+
+    def take_lost_rows(self) -> int:
+        """How many rows this reading loses (``lose_rows``, used up by the reading that takes it)."""
+        with self._changed:
+            lost, self.lose_rows = self.lose_rows, 0
+            return lost
 
     def wait_until_due(self, accepted_at: float) -> None:
         """Block until ``processing_delay`` seconds (the current setting) have passed since ``accepted_at``."""
@@ -123,9 +149,11 @@ class Reader:
         profile = TableProfile(card.rows, card.columns, "")  # what a failed reading leaves
         successful = False
         try:
-            if self.controls.take_failure():
-                raise ReadingFailed("the test control fail_readings made this reading fail")
+            if (reason := self.controls.take_failure()) is not None:
+                raise ReadingFailed(reason)
             profile = profile_file(scan or self._rescan(card), name, self.limits)
+            if lost := self.controls.take_lost_rows():  # a reading that quietly drops rows (a test control)
+                profile.rows = max(0, profile.rows - lost)
             successful = True
         except ReadingFailed as err:
             profile.description = f"Reading {name} failed: {err}."

@@ -251,9 +251,13 @@ class EmulatorProcess:
         self._control("PUT", "/_emulator/settings", {"processing_delay": seconds})
         self.processing_delay = seconds
 
-    def set_fail_readings(self, count: int) -> None:
-        """Make the next ``count`` readings end with ``SuccessfulUpload`` false."""
-        self._control("PUT", "/_emulator/settings", {"fail_readings": count})
+    def set_fail_readings(self, count: int, reason: str | None = None) -> None:
+        """Make the next ``count`` readings end with ``SuccessfulUpload`` false (``reason``: their ``Description``)."""
+        self._control("PUT", "/_emulator/settings", {"fail_readings": count, "failure_reason": reason})
+
+    def set_lose_rows(self, count: int) -> None:
+        """Make the next reading end well but ``count`` rows short of the file's (``Rows``)."""
+        self._control("PUT", "/_emulator/settings", {"lose_rows": count})
 
     def set_settings(self, **settings: object) -> None:
         """Set reading settings by name (``lock_while_reading=True``, ``replacement_card_id=False``, ...)."""

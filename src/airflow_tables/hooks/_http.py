@@ -606,8 +606,9 @@ def uncertain_import(error: DataTablesError, name: str, project_id: str, card_id
     return DataTablesImportUncertainError(
         error.status_code,
         f"the import of {name} may have happened ({error.msg}); it was not re-sent because each import "
-        f"costs a credit. An import or replace task's next try finds what this import did and does not "
-        f"send the file again; outside a task, check {check} before trying again.",
+        f"costs a credit. Inside a task (the import and replace operators, or import_csv in a @task), the "
+        f"next try looks for what this import did and sends the file again only when the service shows it "
+        f"never arrived; outside a task, check {check} before trying again.",
         method="POST",
         url=error.url,
     )

@@ -9,10 +9,12 @@ table's fields mean in :mod:`airflow_tables.model`.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import itertools
 import os
 import time
 from collections.abc import AsyncIterator, Callable, Collection, Iterable
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from airflow.sdk import BaseHook
@@ -23,6 +25,7 @@ from airflow_tables.exceptions import (
     DataTablesBusyError,
     DataTablesConflictError,
     DataTablesError,
+    DataTablesImportUncertainError,
     DataTablesLockedError,
     DataTablesNotFoundError,
     DataTablesPermissionError,
@@ -37,11 +40,12 @@ from airflow_tables.hooks._http import (
     may_have_landed,
     uncertain_import,
 )
-from airflow_tables.hooks._multipart import MultipartFile
+from airflow_tables.hooks._multipart import MultipartFile, _quote
 from airflow_tables.hooks._transport import AsyncTransport, SyncTransport, new_session
 from airflow_tables.model import (
     REPLACEMENT_SPACING,
     Look,
+    TableDetail,
     TableStatus,
     TableSummary,
     TableWatch,
@@ -60,13 +64,89 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
+
+def _task_context() -> Any:
+    """The running task's context, or ``None`` outside a task (a script, a test, the triggerer)."""
+    try:
+        from airflow.sdk import get_current_context
+
+        return get_current_context()
+    except Exception:  # no task is running here
+        return None
+
+
 _PROBE_PROJECT = "airflow-connection-test"
 
 
+#: The durable note of an import sent from a task (``import_csv`` in a ``@task``), keyed per upload.
+HOOK_NOTE_PREFIX = "datatables_hook_import."
+
+
+def upload_name(file_name: str, table_name: str | None = None) -> str:
+    """The name of the file part: ``<table_name>.csv`` when a table name is given, else the file's base name."""
+    if table_name is None:
+        return file_name
+    if not isinstance(table_name, str) or not table_name.strip() or table_name != table_name.strip():
+        raise ValueError(f"table_name {table_name!r} must be a name without surrounding blanks, or None")
+    if any(c in table_name for c in "/\\\r\n"):
+        raise ValueError(f"table_name {table_name!r} may not hold a slash, a backslash or a line break")
+    return f"{table_name}.csv"
+
+
+def stored_name(upload: str) -> str:
+    """The name the service gives a table made from a file part called ``upload``.
+
+    The service names a table after the file name it receives, without ``.csv`` (seed 4.4; the
+    emulator's ``api._accept``). The name goes in the part's ``Content-Disposition`` escaped as
+    browsers do (:func:`~airflow_tables.hooks._multipart._quote`: ``"`` as ``%22``) and in UTF-8,
+    which the service keeps as it comes: so ``a"b.csv`` is stored as ``a%22b``, ``données.csv``
+    as ``données``. Compare names with this, never with the local file's name.
+    """
+    sent = _quote(upload)
+    return sent[: -len(".csv")] if sent.lower().endswith(".csv") else sent
+
+
 def named_after(table: TableSummary, file_name: str) -> bool:
-    """Whether a table's name is the file's name (with or without ``.csv``): how the service names uploads."""
+    """Whether a table may be an upload of ``file_name``: its name is the stored name, ignoring case.
+
+    Used to list the candidates (a service could change the case); adopting one needs the exact
+    stored name (:meth:`DataTablesHook.claim_lost_table`).
+    """
     name = (table.name or "").casefold()
-    return name in (file_name.casefold(), os.path.splitext(file_name)[0].casefold())
+    local = os.path.splitext(file_name)[0].casefold()
+    return name in (stored_name(file_name).casefold(), local, file_name.casefold())
+
+
+def now_in_service_time() -> str:
+    """Now as the service writes ``UploadCompletionTime`` (``YYYY-MM-DDTHH:MM:SS``, UTC, no offset)."""
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def _before(completion_time: str | None, sent_at: str) -> bool | None:
+    """Whether a read ended before the import was sent; ``None`` when a time cannot be read."""
+    if not completion_time:
+        return None
+    try:
+        return datetime.fromisoformat(completion_time) < datetime.fromisoformat(sent_at)
+    except ValueError:
+        return None
+
+
+def _described(table: TableSummary) -> str:
+    return f"{table.card_id} (named {table.name!r}, read at {table.completion_time or 'not yet'}, {table.rows} rows)"
+
+
+def file_shape(file_path: str | os.PathLike | Any, encoding: str | None = None) -> tuple[int | None, int | None]:
+    """The rows and columns a file holds, as validation counts them; ``(None, None)`` when it cannot tell."""
+    from airflow_tables.validation import validate_source
+
+    try:
+        report = validate_source(open_source(file_path, encoding=encoding))
+    except Exception:  # a file that cannot be read now gives no evidence
+        return None, None
+    if not report.ok:
+        return None, None
+    return report.rows, report.column_count
 
 
 class DataTablesHook(BaseHook):
@@ -254,11 +334,14 @@ class DataTablesHook(BaseHook):
         file_path: str | os.PathLike | Any,
         card_id: str | None = None,
         encoding: str | None = None,
+        table_name: str | None = None,
     ) -> str:
         """Upload a CSV as a new table, or as ``card_id``'s new data; return the CardID. Costs one credit.
 
         ``file_path`` is a local path, an ``airflow.sdk.ObjectStoragePath`` or a URI
-        (``s3://aws_conn@bucket/key.csv``); the table is named after its base name.
+        (``s3://aws_conn@bucket/key.csv``). ``table_name`` is the name people see: the file
+        part is sent as ``<table_name>.csv``; by default the file's base name is sent, and the
+        service names the table after it (without ``.csv``).
         ``encoding`` declares the file's encoding (a Python codec name): it is converted
         to UTF-8 while it is sent, after a first pass that counts its UTF-8 length and
         refuses a byte not valid in it. A file that cannot be read fails before any request.
@@ -266,7 +349,87 @@ class DataTablesHook(BaseHook):
         The file is streamed (never held in memory) and sent at most once: it is re-sent
         only when the connection was refused, so the service cannot have seen it. Any
         other failure after sending raises :class:`DataTablesImportUncertainError`.
+
+        Called inside a running task (a ``@task``), the import is also sent once per task
+        instance across its tries: a note of it goes to the task's durable store before the
+        file is sent (one free look at the department first), and when the answer was lost the
+        next try's call with the same department, file name and ``card_id`` adopts the table the
+        service made, on the evidence :meth:`claim_lost_table` requires, instead of paying
+        again; when the evidence is not conclusive it raises
+        :class:`DataTablesImportUncertainError` naming the candidates, and sends nothing.
+        A task the user cleared starts afresh.
         """
+        context = _task_context()
+        if context is None:
+            return self._send_csv(project_id, file_path, card_id, encoding, table_name)
+        return self._import_once_per_task(context, project_id, file_path, card_id, encoding, table_name)
+
+    def _import_once_per_task(
+        self,
+        context: Any,
+        project_id: str | None,
+        file_path: str | os.PathLike | Any,
+        card_id: str | None,
+        encoding: str | None,
+        table_name: str | None,
+    ) -> str:
+        """:meth:`import_csv` inside a task: a durable note before sending, adopted (with evidence) by a retry."""
+        from airflow_tables._durable import durable_store, task_series
+
+        try:
+            name = upload_name(open_source(file_path, encoding=encoding).name, table_name)
+        except SourceError as err:
+            raise type(err)(err.label, f"{err.reason}; nothing was sent to the Data Tables Service.") from None
+        project = self.settings.department(project_id)
+        store, series = durable_store(context), task_series(context)
+        key = HOOK_NOTE_PREFIX + hashlib.sha256(f"{project}\0{name}\0{card_id}".encode()).hexdigest()[:24]
+        note = store.get(key)
+        if isinstance(note, dict) and note.get("series") == series and isinstance(note.get("sent_at"), str):
+            rows, columns = file_shape(file_path, encoding)
+            if card_id is None:
+                before = note.get("before")
+                adopted = self.claim_lost_table(
+                    project,
+                    name,
+                    before=before if isinstance(before, list) else [],
+                    sent_at=note["sent_at"],
+                    rows=rows,
+                    columns=columns,
+                )
+            else:
+                after = note.get("replaced_after")
+                landed = self.claim_lost_replacement(
+                    project,
+                    card_id,
+                    replaced_after=after if isinstance(after, str) else None,
+                    sent_at=note["sent_at"],
+                    rows=rows,
+                    columns=columns,
+                )
+                adopted = card_id if landed else None
+            if adopted is not None:
+                store.delete(key)
+                return adopted
+        sent: dict[str, Any]
+        if card_id is None:
+            sent = {"before": self.tables_named_after(project, name)}
+        else:
+            summary = self.find_card(project, card_id)
+            sent = {"replaced_after": TableSummary.from_json(summary).completion_time if summary else None}
+        store.set(key, {**sent, "sent_at": now_in_service_time(), "series": series})
+        result = self._send_csv(project, file_path, card_id, encoding, table_name)
+        store.delete(key)
+        return result
+
+    def _send_csv(
+        self,
+        project_id: str | None,
+        file_path: str | os.PathLike | Any,
+        card_id: str | None = None,
+        encoding: str | None = None,
+        table_name: str | None = None,
+    ) -> str:
+        """Send the import once (see :meth:`import_csv`), with no note: the operators keep their own."""
         try:
             source = open_source(file_path, encoding=encoding)
             source.utf8_size()  # a converted file is read once to count: a byte not valid in it stops here
@@ -278,9 +441,9 @@ class DataTablesHook(BaseHook):
         if card_id is not None:
             card_segment(card_id)
             fields["CardID"] = card_id
-        body = MultipartFile(fields, "File", source, logger=self.log)
+        name = upload_name(source.name, table_name)
+        body = MultipartFile(fields, "File", source, filename=name, logger=self.log)
         req = settings.request("POST", "data", "import", content_type=body.content_type)
-        name = source.name
         self.log.info(
             "Importing %s (%.1f MiB) into department %s%s",
             name,
@@ -470,8 +633,9 @@ class DataTablesHook(BaseHook):
     def tables_named_after(self, project_id: str | None, file_name: str) -> list[str]:
         """The CardIDs of the department's tables that an upload of ``file_name`` could have created.
 
-        The service names an uploaded table after its file; a retry whose earlier import lost
-        its answer compares this before and after to find the table that import made.
+        The service names an uploaded table after its file (:func:`stored_name`); a retry whose
+        earlier import lost its answer compares this before and after to find the table that
+        import made.
         """
         tables = map(TableSummary.from_json, self.list_cards(project_id))
         return [table.card_id for table in tables if named_after(table, file_name)]
@@ -479,6 +643,131 @@ class DataTablesHook(BaseHook):
     def find_lost_import(self, project_id: str | None, file_name: str, before: Collection[str]) -> list[str]:
         """The tables named after ``file_name`` that are new since ``before`` (see :meth:`tables_named_after`)."""
         return [card_id for card_id in self.tables_named_after(project_id, file_name) if card_id not in before]
+
+    def claim_lost_table(
+        self,
+        project_id: str | None,
+        file_name: str,
+        *,
+        before: Collection[str],
+        sent_at: str,
+        rows: int | None,
+        columns: int | None,
+        poll_interval: float = 5.0,
+        timeout: float | None = 3600.0,
+    ) -> str | None:
+        """The table an import of ``file_name`` whose answer was lost made, proven; ``None`` when it made none.
+
+        A new table (not in ``before``, the department's tables named after the file just
+        before sending) is this import's only on evidence: named exactly as the service names
+        this upload (:func:`stored_name`), read after ``sent_at`` (the time the note was
+        written, just before the file was sent, as the service writes times), read well, and
+        with ``rows`` rows and ``columns`` columns (what validation counted). A candidate still
+        being read is waited for first (``poll_interval``, ``timeout``). When no new table may
+        be it, ``None``: the service did not receive the file, and it may be sent again. When
+        candidates are there but not exactly one is proven, :class:`DataTablesImportUncertainError`
+        names each and why, and nothing is sent: paying twice, or claiming another import's
+        table (another file of the same name), are both worse than asking a person.
+        """
+        project = self.settings.department(project_id)
+        stored = stored_name(file_name)
+        known = set(before)
+        tables = [TableSummary.from_json(c) for c in self.list_cards(project)]
+        candidates = [t for t in tables if t.card_id not in known and named_after(t, file_name)]
+        if not candidates:
+            return None
+        verdicts: list[tuple[TableSummary, str | None]] = []
+        for table in candidates:
+            if table.name != stored:
+                verdicts.append((table, f"its name is not {stored!r}, the name the service gives this upload"))
+                continue
+            read = self._read(project, table, poll_interval, timeout)
+            verdicts.append((read, self._not_proven(project, read, sent_at, rows, columns)))
+        proven = [t for t, why in verdicts if why is None]
+        if len(proven) == 1:
+            self.log.info(
+                "The lost import of %s reached the service as %s: named %r, read at %s (after the import was sent "
+                "at %s) with the %s rows and %s columns the file has",
+                file_name, proven[0].card_id, stored, proven[0].completion_time, sent_at, rows, columns,
+            )  # fmt: skip
+            return proven[0].card_id
+        raise DataTablesImportUncertainError(
+            None,
+            f"the import of {file_name} into department {project} lost its answer, and the evidence does not show "
+            f"which table, if any, it made: "
+            + "; ".join(f"{_described(t)}: {why or 'matches, but so does another'}" for t, why in verdicts)
+            + ". Nothing was imported again (no credit spent). Look at these tables: if one is this file's, use "
+            "its CardID (card_id=...); if none is, clear the task to import the file again.",
+        )
+
+    def claim_lost_replacement(
+        self,
+        project_id: str | None,
+        card_id: str,
+        *,
+        replaced_after: str | None,
+        sent_at: str,
+        rows: int | None,
+        columns: int | None,
+        poll_interval: float = 5.0,
+        timeout: float | None = 3600.0,
+    ) -> bool:
+        """Whether a replacement of ``card_id`` whose answer was lost did replace it, proven.
+
+        ``False`` when the table shows no read since ``replaced_after`` (its read before the
+        replacement was sent): the service did not take it, and it may be sent again. ``True``
+        when a read since then ended after ``sent_at``, well, with ``rows`` rows and ``columns``
+        columns. Anything else (another client's refresh, a failed or short read) raises
+        :class:`DataTablesImportUncertainError` describing the table, and nothing is sent.
+        """
+        project = self.settings.department(project_id)
+        look = self.look(project, card_id)
+        if look.status is TableStatus.GONE:
+            return False
+        table = TableSummary.from_json(look.summary or {"CardID": card_id})
+        if look.status is not TableStatus.BEING_READ and table.completion_time == replaced_after:
+            return False
+        table = self._read(project, table, poll_interval, timeout)
+        why = self._not_proven(project, table, sent_at, rows, columns)
+        if why is None:
+            self.log.info("The lost replacement of %s reached the service: read at %s", card_id, table.completion_time)
+            return True
+        raise DataTablesImportUncertainError(
+            None,
+            f"the replacement of {card_id} in department {project} lost its answer, and the table was read since "
+            f"(it was last read at {replaced_after} before), but the evidence does not show that read was this "
+            f"file's: {_described(table)}: {why}. Nothing was sent again (no credit spent). Look at the table: if "
+            "it holds this file's data, nothing is left to do; if not, clear the task to send the file again.",
+        )
+
+    def _read(self, project: str, table: TableSummary, poll_interval: float, timeout: float | None) -> TableSummary:
+        """``table`` once it is not being read (waiting for it), as the last look saw it."""
+        if table.status is not TableStatus.BEING_READ:
+            return table
+        look = self.wait_for_table(project, table.card_id, poll_interval=poll_interval, timeout=timeout)
+        return TableSummary.from_json(look.summary) if look.summary else table
+
+    def _not_proven(
+        self, project: str, table: TableSummary, sent_at: str, rows: int | None, columns: int | None
+    ) -> str | None:
+        """Why a read table is not shown to be an import sent at ``sent_at`` of ``rows`` x ``columns``, or ``None``."""
+        if table.status is TableStatus.BEING_READ:
+            return "it is still being read"
+        if table.status is TableStatus.FAILED:
+            return "its reading failed (SuccessfulUpload is false), so its rows cannot be compared"
+        before = _before(table.completion_time, sent_at)
+        if before is None:
+            return f"its UploadCompletionTime {table.completion_time!r} cannot be compared with {sent_at}"
+        if before:
+            return f"it was read at {table.completion_time}, before this import was sent at {sent_at}"
+        if rows is None or columns is None:
+            return "the file's rows and columns could not be counted to compare"
+        if table.rows != rows:
+            return f"it has {table.rows} rows, the file {rows}"
+        detail = TableDetail.from_json(self.get_card(project, table.card_id))
+        if len(detail.columns) != columns:
+            return f"it has {len(detail.columns)} columns, the file {columns}"
+        return None
 
     def test_connection(self) -> tuple[bool, str]:
         """One cheap GET, not retried: does the service accept the key (and see the ``project_id`` extra)?"""

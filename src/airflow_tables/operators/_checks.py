@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from airflow_tables.model import check_wait
@@ -117,25 +118,47 @@ def opened_source(task: DataTablesImportOperator) -> Iterator[Source]:
         yield source
 
 
-def check_file(task: DataTablesImportOperator, context: Context, source: Source) -> str | None:
+@dataclass(frozen=True)
+class Checked:
+    """What the checks before sending found: the fingerprint (``skip_if_unchanged``) and validation's counts.
+
+    ``rows`` and ``columns`` are ``None`` when the file was not validated; ``report`` is the
+    validation report (``None`` likewise), for checks that need more of it.
+    """
+
+    fingerprint: str | None = None
+    rows: int | None = None
+    columns: int | None = None
+    report: Any = None
+
+
+def check_file(task: DataTablesImportOperator, context: Context, source: Source) -> Checked:
     """Validate (and check expectations) before any request; failures are final, not retried.
 
     With ``skip_if_unchanged``, the fingerprint of the bytes to be sent (the staged copy)
-    is computed alongside the validation scan and returned.
+    is computed alongside the validation scan. The rows and columns validation counted are
+    returned with it: the table must have them once read (``on_read_mismatch``).
     """
     if not task.skip_if_unchanged:
-        _validate(task, context, source)
-        return None
-    from airflow_tables.sources.fingerprint import while_validating
+        report = _validate(task, context, source)
+        fingerprint = None
+    else:
+        from airflow_tables.sources.fingerprint import while_validating
 
-    assert source.local_path is not None  # staged by opened_source
-    return while_validating(lambda: _validate(task, context, source), source.local_path)[1]
+        assert source.local_path is not None  # staged by opened_source
+        report, fingerprint = while_validating(lambda: _validate(task, context, source), source.local_path)
+    if report is None:
+        return Checked(fingerprint)
+    return Checked(fingerprint, report.rows, report.column_count, report)
 
 
-def _validate(task: DataTablesImportOperator, context: Context, source: Source) -> None:
-    """The validation, then the expectations, whose result (``describe_dict()``) goes to XCom ``gx_result``."""
+def _validate(task: DataTablesImportOperator, context: Context, source: Source) -> Any:
+    """The validation, then the expectations, whose result (``describe_dict()``) goes to XCom ``gx_result``.
+
+    Returns the validation report (``None`` when nothing was checked).
+    """
     if not task.validate and task.expectations is None:
-        return
+        return None
     from airflow_tables.validation import validate_source
 
     report = validate_source(source)
@@ -157,6 +180,7 @@ def _validate(task: DataTablesImportOperator, context: Context, source: Source) 
         task.log.info("%s", outcome.summary)
         if not outcome.success:
             raise AirflowFailException(f"{task.file_path}: {outcome.failure_message()}")
+    return report if task.validate else None
 
 
 @contextlib.contextmanager
@@ -197,3 +221,91 @@ def final_refusal(task: DataTablesImportOperator, err: Exception, project: str) 
         check = "" if task.validate else " (validate=True finds what the service refuses before any request)"
         return f"the service refused {task.file_path} ({err.msg}); correct the file{check}, then clear the task"
     return None
+
+
+def _final(kind: type[Exception]) -> type[Exception]:
+    """``kind`` (a ``DataTablesError``) that also fails the task without retry (an ``AirflowFailException``)."""
+    return type(kind.__name__, (kind, AirflowFailException), {"__module__": kind.__module__, "__doc__": kind.__doc__})
+
+
+def check_read(task: DataTablesImportOperator, job: Any, table: Any) -> bool:
+    """Whether the read table has the rows and columns validation counted (``job.rows``, ``job.columns``).
+
+    One free fetch of the table (its ``Columns``). A difference fails the task without retry
+    (``on_read_mismatch="fail"``: :class:`~airflow_tables.exceptions.DataTablesReadMismatchError`)
+    or is logged (``"warn"``, and ``False`` is returned). Nothing is compared when the file was
+    not validated.
+    """
+    if job.rows is None or job.columns is None or table is None:
+        return True
+    from airflow_tables.model import TableDetail
+
+    detail = TableDetail.from_json(task.hook.get_card(job.project_id, job.card_id))
+    rows, columns = detail.rows, len(detail.columns)
+    if rows == job.rows and columns == job.columns:
+        return True
+    from airflow_tables.exceptions import DataTablesReadMismatchError
+
+    message = (
+        f"table {job.card_id} ({detail.name}) in department {job.project_id} was read with {rows} rows and "
+        f"{columns} columns, but validation counted {job.rows} rows and {job.columns} columns in "
+        f"{task.file_path}: the service misread the file, or another client replaced the table since (it was "
+        f"read at {detail.completion_time}). The table exists and the credit is spent"
+    )
+    if task.on_read_mismatch == "warn":
+        task.log.warning("%s; on_read_mismatch='warn', so the task goes on", message)
+        return False
+    raise _final(DataTablesReadMismatchError)(
+        None, f"{message}; not retried. Check the table, then clear the task to send the file again"
+    )
+
+
+def failed_read(task: DataTablesImportOperator, project: str, card_id: str) -> None:
+    """Fail the task without retry for a table the service read badly, quoting its ``Description``.
+
+    The service's own explanation is in the table's ``Description`` (a free fetch); it goes to the
+    task log and the exception (:class:`~airflow_tables.exceptions.DataTablesUploadFailedError`).
+    """
+    from airflow_tables.exceptions import DataTablesError, DataTablesUploadFailedError
+    from airflow_tables.model import TableDetail
+
+    try:
+        detail = TableDetail.from_json(task.hook.get_card(project, card_id))
+    except (DataTablesError, ValueError):
+        detail = None
+    why = f': "{detail.description}"' if detail is not None and detail.description else " (it gave no explanation)"
+    message = (
+        f"the service could not read the file of table {card_id} in department {project} "
+        f"(SuccessfulUpload is false); its explanation{why}"
+    )
+    task.log.error("%s", message)
+    raise _final(DataTablesUploadFailedError)(
+        None, f"{message}. Not retried: correct the file, then clear the task to send it again"
+    )
+
+
+def warn_if_mapped_twice(task: DataTablesImportOperator, context: Context, card_id: str) -> None:
+    """Warn when another task instance of this mapped task already replaced ``card_id`` in this run.
+
+    Both pay a credit and the table keeps the last one's data. The other instances' ``card_id``
+    XComs (pushed once a replacement is sent) are what is compared, so an instance that has not
+    sent yet is not seen.
+    """
+    ti = context["ti"]
+    if ti.map_index is None or ti.map_index < 0:
+        return
+    count = ti.get_ti_count(dag_id=ti.dag_id, task_ids=[task.task_id], run_ids=[ti.run_id])
+    others = [i for i in range(int(count or 0)) if i != ti.map_index]
+    if not others:
+        return
+    values = ti.xcom_pull(task_ids=task.task_id, key="card_id", map_indexes=others)
+    same = [i for i, value in zip(others, values or [], strict=False) if value == card_id]
+    if same:
+        task.log.warning(
+            "%s[%s] replaces %s, which map index(es) %s of this run replaced already: each replacement costs a "
+            "credit and the table keeps the last one's data. Map over distinct card_ids (or merge the files).",
+            task.task_id,
+            ti.map_index,
+            card_id,
+            ", ".join(map(str, same)),
+        )

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -45,6 +46,9 @@ _JOB_TYPES: dict[str, tuple[type, ...]] = {
     "accepted_at": (int, float, type(None)),
     "fingerprint": (str, type(None)),
     "skipped": (bool,),
+    "rows": (int, type(None)),
+    "columns": (int, type(None)),
+    "series": (int, type(None)),
 }
 
 
@@ -57,6 +61,12 @@ class Job:
     :param accepted_at: when the service accepted the file (``time.time()``), for the wait metric.
     :param fingerprint: the bytes sent (``skip_if_unchanged`` only), recorded on the asset event.
     :param skipped: nothing was sent: the file is what the table holds already.
+    :param rows: the data rows validation counted in the file (``None`` when not validated): the
+        table's ``Rows`` once read must be this (``on_read_mismatch``). Kept here, so it survives a
+        deferral.
+    :param columns: the columns validation counted, likewise.
+    :param series: the task instance's series of tries that started the job (:func:`task_series`):
+        a later series is a clear, which starts a new job.
     """
 
     project_id: str
@@ -65,6 +75,9 @@ class Job:
     accepted_at: float | None = field(default_factory=time.time)
     fingerprint: str | None = None
     skipped: bool = False
+    rows: int | None = None
+    columns: int | None = None
+    series: int | None = None
 
     @property
     def watch(self) -> TableWatch:
@@ -107,10 +120,14 @@ def resumed_job(stored: object, project: str, card_id: str) -> Job:
 class SentImport:
     """The note of an import sent but not answered yet: a new table (``file``, ``before``) or a replacement.
 
-    :param file: a new table's file name (the service names the table after it).
+    :param file: the file part's name (``<table_name>.csv`` or the file's); the service names the table after it.
     :param before: the CardIDs of the department's tables named after it before sending.
     :param card_id: the replaced table.
     :param replaced_after: its previous read's ``UploadCompletionTime``.
+    :param sent_at: when the note was written, just before the file was sent, as the service writes times.
+    :param rows: the rows validation counted (``None``: not validated; counted when the note is read).
+    :param columns: the columns validation counted, likewise.
+    :param series: the task instance's series of tries (a note of a cleared series is not resumed).
     """
 
     project_id: str
@@ -118,21 +135,33 @@ class SentImport:
     before: tuple[str, ...] = ()
     card_id: str | None = None
     replaced_after: str | None = None
+    sent_at: str | None = None
+    rows: int | None = None
+    columns: int | None = None
+    series: int | None = None
 
     def to_json(self) -> dict[str, JsonValue]:
+        evidence: dict[str, JsonValue] = {
+            "sent_at": self.sent_at,
+            "rows": self.rows,
+            "columns": self.columns,
+            "series": self.series,
+        }
         if self.card_id is not None:
-            return {"project_id": self.project_id, "card_id": self.card_id, "replaced_after": self.replaced_after}
-        return {"project_id": self.project_id, "file": self.file, "before": list(self.before)}
+            replaced = {"card_id": self.card_id, "replaced_after": self.replaced_after}
+            return {"project_id": self.project_id, **replaced, **evidence}
+        return {"project_id": self.project_id, "file": self.file, "before": list(self.before), **evidence}
 
     @classmethod
     def from_json(cls, value: object) -> SentImport | None:
         """The note, ``None`` when there is none; a note this operator did not write fails the task (closed)."""
         if value is None:
             return None
-        if isinstance(value, dict) and isinstance(value.get("project_id"), str):
+        if isinstance(value, dict) and isinstance(value.get("project_id"), str) and _evidence_ok(value):
+            evidence: dict[str, Any] = {k: value.get(k) for k in _EVIDENCE}
             card_id, after = value.get("card_id"), value.get("replaced_after")
             if isinstance(card_id, str) and card_id and _is(after, str, type(None)) and "file" not in value:
-                return cls(value["project_id"], card_id=card_id, replaced_after=after)
+                return cls(value["project_id"], card_id=card_id, replaced_after=after, **evidence)
             before = value.get("before")
             if (
                 isinstance(value.get("file"), str)
@@ -140,35 +169,78 @@ class SentImport:
                 and all(isinstance(b, str) for b in before)
                 and "card_id" not in value
             ):
-                return cls(value["project_id"], file=value["file"], before=tuple(before))
+                return cls(value["project_id"], file=value["file"], before=tuple(before), **evidence)
         raise AirflowFailException(f"the stored note of a sent import {value!r} is not one this operator wrote")
 
 
-def adopt_lost_import(hook: DataTablesHook, log: Any, pending: SentImport | None, project: str) -> Job | None:
-    """The job of an earlier try whose import answer was lost but which the service received."""
-    if pending is None or pending.project_id != project:
+#: The JSON types of a note's evidence (absent in a note of the previous release: read as ``None``).
+_EVIDENCE: dict[str, tuple[type, ...]] = {
+    "sent_at": (str, type(None)),
+    "rows": (int, type(None)),
+    "columns": (int, type(None)),
+    "series": (int, type(None)),
+}
+
+
+def _evidence_ok(value: dict) -> bool:
+    return all(_is(value.get(k), *kinds) for k, kinds in _EVIDENCE.items())
+
+
+def same_series(stored_series: int | None, series: int) -> bool:
+    """Whether a note or job of ``stored_series`` belongs to the current series of tries (a retry, not a clear).
+
+    A note of the previous release has none: it is taken as this series (resumed), never paying twice.
+    """
+    return stored_series is None or stored_series == series
+
+
+def adopt_lost_import(
+    hook: DataTablesHook,
+    log: Any,
+    pending: SentImport | None,
+    project: str,
+    *,
+    series: int,
+    shape: Callable[[], tuple[int | None, int | None]],
+    poll_interval: float,
+    timeout: float | None,
+) -> Job | None:
+    """The job of an earlier try whose import answer was lost but which the service received, on evidence.
+
+    The hook decides (:meth:`~airflow_tables.hooks.tables.DataTablesHook.claim_lost_table`,
+    ``claim_lost_replacement``): ``None`` when the service shows the file never arrived (send it),
+    the job when a table or read is proven this import's, and a failure without retry naming the
+    candidates when the evidence is not conclusive. ``shape`` counts the file's rows and columns
+    when validation did not (the note has none). A note of a series the user cleared is ignored.
+    """
+    from airflow_tables.exceptions import DataTablesImportUncertainError
+
+    if pending is None or pending.project_id != project or not same_series(pending.series, series):
         return None
-    if pending.card_id is not None:  # a replacement: did the table start or finish a new read?
-        after = pending.replaced_after
-        look = hook.look(project, pending.card_id)
-        if look.status is TableStatus.GONE:
-            return None
-        changed = look.status is TableStatus.BEING_READ or _completion_time(look.summary) != after
-        if not changed:
-            return None
-        log.info("An earlier try's replacement of %s reached the service; not sending it again", pending.card_id)
-        return Job(project, pending.card_id, after)
-    assert pending.file is not None  # SentImport.from_json made sure
-    new = hook.find_lost_import(project, pending.file, pending.before)
-    if len(new) > 1:
-        raise AirflowFailException(
-            f"an earlier try's import of {pending.file} lost its answer, and {len(new)} new tables named after "
-            f"it are in department {project} ({', '.join(new)}); delete the extra ones and clear the task."
+    rows, columns = (pending.rows, pending.columns) if pending.rows is not None else shape()
+    # A note of the previous release has no time: the read only has to end after the epoch.
+    sent_at = pending.sent_at or "1970-01-01T00:00:00"
+    wait: dict[str, Any] = {"poll_interval": poll_interval, "timeout": timeout}
+    try:
+        if pending.card_id is not None:  # a replacement: did the table start or finish a new read?
+            after = pending.replaced_after
+            landed = hook.claim_lost_replacement(
+                project, pending.card_id, replaced_after=after, sent_at=sent_at, rows=rows, columns=columns, **wait
+            )
+            if not landed:
+                return None
+            log.info("An earlier try's replacement of %s reached the service; not sending it again", pending.card_id)
+            return Job(project, pending.card_id, after, rows=rows, columns=columns, series=series)
+        assert pending.file is not None  # SentImport.from_json made sure
+        found = hook.claim_lost_table(
+            project, pending.file, before=pending.before, sent_at=sent_at, rows=rows, columns=columns, **wait
         )
-    if not new:
+    except DataTablesImportUncertainError as err:
+        raise AirflowFailException(f"{err.msg}; not retried") from None
+    if found is None:
         return None
-    log.info("An earlier try's import of %s reached the service as %s; not importing again", pending.file, new[0])
-    return Job(project, new[0])
+    log.info("An earlier try's import of %s reached the service as %s; not importing again", pending.file, found)
+    return Job(project, found, rows=rows, columns=columns, series=series)
 
 
 def unchanged(
@@ -215,3 +287,26 @@ def unchanged(
 def _completion_time(summary: dict[str, Any] | None) -> str | None:
     table = table_of(summary)
     return table.completion_time if table else None
+
+
+def forget_cleared_job(store: Any, key: str, series: int, log: Any) -> None:
+    """Before a try: drop the job and notes an earlier series of tries kept, once the task was cleared.
+
+    A retry keeps its series and resumes the job (never paying twice); a task the user cleared
+    starts a new series (``_durable.task_series``), so what an earlier series kept is forgotten
+    and the try starts a new job: checks, then sends again (``skip_if_unchanged`` still applies).
+    """
+    stored = store.get(key)
+    if not isinstance(stored, dict):
+        return
+    kept = stored.get("series")
+    if not isinstance(kept, int) or isinstance(kept, bool) or kept == series:
+        return
+    log.info(
+        "The task was cleared since its job on %s (tries from %s; now from %s): starting a new job",
+        stored.get("card_id"),
+        kept,
+        series,
+    )
+    for name in (key, *NOTES):
+        store.delete(name)

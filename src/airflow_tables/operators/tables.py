@@ -14,16 +14,21 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
-from airflow_tables._durable import durable_store, forgotten_when_ended
+from airflow_tables._durable import durable_store, forgotten_when_ended, task_series
 from airflow_tables.assets import table_ref
 from airflow_tables.links import DataTablesTableLink, table_url
 from airflow_tables.model import TableStatus, check_wait
+from airflow_tables.operators import _backfill, _schema
 from airflow_tables.operators._checks import (
+    Checked,
     check_arguments,
     check_file,
     check_options,
+    check_read,
+    failed_read,
     opened_source,
     refusals_are_final,
+    warn_if_mapped_twice,
 )
 from airflow_tables.operators._recovery import (
     NOTES,
@@ -31,6 +36,7 @@ from airflow_tables.operators._recovery import (
     Job,
     SentImport,
     adopt_lost_import,
+    forget_cleared_job,
     resumed_job,
     stored_job,
     unchanged,
@@ -90,8 +96,9 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
     (:func:`airflow_tables.assets.table_asset`).
 
     :param file_path: the CSV to upload (templated): a local path, an ``airflow.sdk.ObjectStoragePath``
-        or a URI such as ``s3://aws_conn@bucket/key.csv`` (see docs/sources.md); the table is named
-        after its base name.
+        or a URI such as ``s3://aws_conn@bucket/key.csv`` (see docs/sources.md).
+    :param table_name: the name people see (templated): the file part is sent as
+        ``<table_name>.csv`` and the service names the table after it. Default: the file's base name.
     :param encoding: the file's encoding, a Python codec name such as ``cp1252`` or ``utf-16``; the
         file is checked in it and sent as UTF-8. Default: the file must be UTF-8.
     :param allowed_sources: where ``file_path`` may point (not templated, so no trigger can change
@@ -117,13 +124,33 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
         uploaded to the table and the table has not been refreshed since (its
         ``UploadCompletionTime`` is the one seen after that upload). The record is the
         table's last asset event, so it is shared by every DAG that feeds the table.
+    :param on_read_mismatch: once the service has read a validated file, the table's ``Rows`` and
+        number of ``Columns`` must be what validation counted. ``"fail"``: otherwise the task fails
+        with :class:`~airflow_tables.exceptions.DataTablesReadMismatchError`, without retry (the
+        table exists and the credit is spent); ``"warn"``: it logs the difference and succeeds (the
+        upload is then not recorded as the table's data for ``skip_if_unchanged``).
+
+    A retry resumes the job of an earlier try (never paying twice); a task the user cleared
+    starts a new job: the file is checked and sent again (subject to ``skip_if_unchanged``).
+    :param on_schema_change: for a replacement: before the file is sent, its columns (named and
+        typed as the service will read them) are compared with the table's (a fetch, no credit).
+        ``"allow_new_columns"`` lets new columns through and fails the task, without retry and
+        before any paid request, on a column removed, renamed or retyped, listing each;
+        ``"fail"`` refuses any difference (reordered columns too); ``"allow"`` checks nothing;
+        ``"approve"`` asks a person in the Airflow UI (human-in-the-loop) and waits, deferred:
+        approved, the file is sent; rejected or unanswered, nothing is (docs/operators.md, "Safe writes").
+    :param approval_timeout: seconds an ``"approve"`` question waits for its answer (``None``: no
+        limit); no answer fails the task, sending nothing.
+    :param if_older: for a replacement from a run whose logical date is older than that of the
+        run that last replaced the table through this provider (any DAG): ``"skip"`` the task,
+        ``"fail"`` it, or ``"replace"`` anyway. Nothing is sent when held back.
     :param partition_key: the partition the table's asset event is for (templated), so that
         partitioned consumers run once per partition; by default a partitioned run's own key
         (Airflow 3.2+). A key other than the run's needs Airflow 3.3; where it cannot be given to
         the event (3.1, 3.2) the task warns and the key is only kept in the event's extras.
     """
 
-    template_fields: Sequence[str] = ("project_id", "file_path", "card_id", "partition_key")
+    template_fields: Sequence[str] = ("project_id", "file_path", "card_id", "table_name", "partition_key")
     operator_extra_links = (DataTablesTableLink(),)
     ui_color = "#dbeafe"
     external_id_key = "datatables_table"
@@ -144,11 +171,20 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
         skip_if_unchanged: bool = False,
         encoding: str | None = None,
         allowed_sources: str | Sequence[str] | None = None,
+        table_name: str | None = None,
+        on_read_mismatch: str = "fail",
+        on_schema_change: str = "allow_new_columns",
+        approval_timeout: float | None = 24 * 3600.0,
+        if_older: str = "skip",
         partition_key: str | None = None,
         datatables_conn_id: str = "datatables_default",
         **kwargs: Any,
     ) -> None:
+        _schema.check_policy(on_schema_change, approval_timeout)
+        _backfill.check_choice(if_older)
         check_options(poll_interval, timeout, card_id, skip_if_unchanged, encoding, allowed_sources)
+        if on_read_mismatch not in ("fail", "warn"):
+            raise ValueError(f"on_read_mismatch must be 'fail' or 'warn', not {on_read_mismatch!r}")
         # The table's asset is known only at run time (a new table's CardID, a templated id, the
         # connection's service): its event goes through this alias (utils/events.py).
         kwargs["outlets"] = [*(kwargs.get("outlets") or []), TABLES_ALIAS]
@@ -166,9 +202,15 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
         self.skip_if_unchanged = skip_if_unchanged
         self.encoding = encoding
         self.allowed_sources = allowed_sources
+        self.table_name = table_name
+        self.on_read_mismatch = on_read_mismatch
+        self.on_schema_change = on_schema_change
+        self.approval_timeout = approval_timeout
+        self.if_older = if_older
         self.partition_key = partition_key
         self._job: Job | None = None  # the job this try works on, once published (the XComs, the asset event)
         self._table: TableSummary | None = None  # the table as the wait's last look saw it read
+        self._read_as_counted = True  # False once a read differed from validation's counts ("warn")
 
     # -- the flow (ResumableJobMixin's steps) --------------------------------------------------
 
@@ -176,6 +218,7 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
         with forgotten_when_ended(context, self, NOTES):  # below 3.3 the notes are Variables
             try:
                 check_arguments(self)
+                forget_cleared_job(durable_store(context), self.external_id_key, task_series(context), self.log)
                 self.execute_resumable(context)
             except BaseException:
                 if self._job is None:  # the "Open table" link reads its XCom when the task ends, table or not
@@ -195,15 +238,25 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
         that note and adopts the table the service did create instead of paying again.
         """
         with opened_source(self) as source:
-            fingerprint = check_file(self, context, source)
+            checked = check_file(self, context, source)
             project = self.department
             store = durable_store(context)
-            job = adopt_lost_import(self.hook, self.log, SentImport.from_json(store.get(PENDING_KEY)), project)
-            if job is None and fingerprint is not None:
-                job = self._unchanged(project, fingerprint)
+            series = task_series(context)
+            job = adopt_lost_import(
+                self.hook,
+                self.log,
+                SentImport.from_json(store.get(PENDING_KEY)),
+                project,
+                series=series,
+                shape=lambda: _shape_of(source),
+                poll_interval=self.poll_interval,
+                timeout=self.timeout,
+            )
+            if job is None and checked.fingerprint is not None:
+                job = self._unchanged(project, checked.fingerprint)
             if job is None:
-                job = self._import_once(project, store, source)
-        return replace(job, fingerprint=fingerprint).to_json()
+                job = self._import_once(context, project, store, source, checked)
+        return replace(job, fingerprint=checked.fingerprint, series=series).to_json()
 
     def get_job_status(self, external_id: JsonValue, context: Context) -> str:
         job = stored_job(external_id)
@@ -237,8 +290,11 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
             look = self.hook.wait_for_table(
                 job.project_id, look.watch, poll_interval=self.poll_interval, timeout=self.timeout
             )
+        if look.status is TableStatus.FAILED:
+            failed_read(self, job.project_id, job.card_id)
         self._table = table_of(waiting.finished(look, job.project_id))
         waiting.log_ready(self.log, job.card_id, self._table)
+        self._read_as_counted = check_read(self, job, self._table)
 
     def get_job_result(self, external_id: JsonValue, context: Context) -> str:
         return self._publish(context, stored_job(external_id)).card_id
@@ -246,45 +302,88 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
     def execute_complete(self, context: Context, event: dict[str, Any]) -> str:
         """Resume after the trigger: the CardID when the table was read well, else fail closed."""
         with forgotten_when_ended(context, self, NOTES):
+            if isinstance(event, dict) and event.get("status") == TableStatus.FAILED.value and event.get("card_id"):
+                failed_read(self, self.department, str(event["card_id"]))
             self._table = table_of(waiting.resolve_event(event))
             card_id = event["card_id"]
             waiting.log_ready(self.log, card_id, self._table)
-            # The job kept by the try that deferred (for its fingerprint and when it was accepted).
+            # The job kept by the try that deferred (its fingerprint, when it was accepted, validation's counts).
             job = resumed_job(durable_store(context).get(self.external_id_key), self.department, card_id)
+            self._read_as_counted = check_read(self, job, self._table)
             self._record(context, job)
             return card_id
 
+    def execute_schema_approval(self, context: Context, event: dict[str, Any]) -> str:
+        """Resume after a person answered the ``on_schema_change="approve"`` form: send on approval, else fail."""
+        return _schema.resume(self, context, event)
+
     # -- sending the file once ----------------------------------------------------------------
 
-    def _import_once(self, project: str, store: Any, source: Source) -> Job:
-        """Send the file once, failing without retry on a refusal that no later try could change."""
+    def _import_once(self, context: Context, project: str, store: Any, source: Source, checked: Checked) -> Job:
+        """Send the file once, failing without retry on a refusal that no later try could change.
+
+        The note written before sending holds the evidence a retry needs to adopt what this send
+        made (:func:`~airflow_tables.operators._recovery.adopt_lost_import`): the time, the name
+        the file part is sent under, the counts of validation, the series of tries.
+        """
+        from airflow_tables.hooks.tables import now_in_service_time, upload_name
+
+        series = task_series(context)
         with refusals_are_final(self, project):
             if self.replaces:
-                return self._replace(project, store, source)
-            name = source.name
+                return self._replace(context, project, store, source, checked, series)
+            name = upload_name(source.name, self.table_name)
             before = tuple(self.hook.tables_named_after(project, name))
-            store.set(PENDING_KEY, SentImport(project, name, before).to_json())
-            return Job(project, self.hook.import_csv(project, source))
+            note = SentImport(
+                project,
+                name,
+                before,
+                sent_at=now_in_service_time(),
+                rows=checked.rows,
+                columns=checked.columns,
+                series=series,
+            )
+            store.set(PENDING_KEY, note.to_json())
+            sent = self.hook._send_csv(project, source, table_name=self.table_name)
+            return Job(project, sent, rows=checked.rows, columns=checked.columns, series=series)
 
-    def _replace(self, project: str, store: Any, source: Source) -> Job:
+    def _replace(
+        self, context: Context, project: str, store: Any, source: Source, checked: Checked, series: int
+    ) -> Job:
         """Replace the table's data once it is not being read (the service refuses it meanwhile).
 
         ``send_when_idle`` keeps the replacement rule of :mod:`airflow_tables.model` (a second after
         the look that saw the last read end).
         """
         from airflow_tables.exceptions import DataTablesBusyError, DataTablesConflictError
+        from airflow_tables.hooks.tables import now_in_service_time
 
         card_id = self.card_id
         assert card_id is not None  # check_arguments made sure
+        warn_if_mapped_twice(self, context, card_id)
 
         def send(look: Look) -> Job:
             if look.status is TableStatus.GONE:
                 raise AirflowFailException(f"cannot replace {card_id}: it is not in department {project}")
             table = table_of(look.summary)
             _refuse_if_connected(card_id, table)
+            _backfill.check_not_older(self, project, card_id)
+            _schema.check_schema(self, project, card_id, source, table, checked.report)
             replaced_after = table.completion_time if table else None
-            store.set(PENDING_KEY, SentImport(project, card_id=card_id, replaced_after=replaced_after).to_json())
-            return Job(project, self.hook.import_csv(project, source, card_id=card_id), replaced_after)
+            note = SentImport(
+                project,
+                card_id=card_id,
+                replaced_after=replaced_after,
+                sent_at=now_in_service_time(),
+                rows=checked.rows,
+                columns=checked.columns,
+                series=series,
+            )
+            store.set(PENDING_KEY, note.to_json())
+            sent = self.hook._send_csv(project, source, card_id=card_id, table_name=self.table_name)
+            job = Job(project, sent, replaced_after, rows=checked.rows, columns=checked.columns, series=series)
+            _backfill.record_replaced(self, project, card_id)
+            return job
 
         try:
             return self.hook.send_when_idle(
@@ -328,7 +427,10 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
         if job.skipped:
             return
         ref = table_ref(self.department, job.card_id, service=self.hook.settings.base_url)
-        record = UploadRecord.of(ref, self._table, replaced=self.replaces, fingerprint=job.fingerprint)
+        # A read that differs from the file's counts (on_read_mismatch="warn") may be another client's:
+        # without a fingerprint the event is no record of this file, so skip_if_unchanged never skips on it.
+        fingerprint = job.fingerprint if self._read_as_counted else None
+        record = UploadRecord.of(ref, self._table, replaced=self.replaces, fingerprint=fingerprint)
         record_upload(context, ref, record, partition_key=self.partition_key)
         if self.wait_for_completion and job.accepted_at is not None:
             from airflow_tables.metrics import timing
@@ -342,6 +444,13 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
         card_id = task_instance.xcom_pull(task_ids=task_instance.task_id, key="card_id")
         ref = table_ref(self.department, card_id, service=self.hook.settings.base_url) if card_id else None
         return import_lineage(self.file_path, ref)
+
+
+def _shape_of(source: Source) -> tuple[int | None, int | None]:
+    """The rows and columns of a file validation did not count (only after a lost answer: one scan)."""
+    from airflow_tables.hooks.tables import file_shape
+
+    return file_shape(source)
 
 
 class DataTablesReplaceOperator(DataTablesImportOperator):

@@ -215,3 +215,89 @@ for _name, _operator in (("", DataTablesImportOperator), ("_legacy", LegacyImpor
             on_retry_callback=_record_notes,
             **RETRY,
         )
+
+
+# -- safe writes (issue 26) ------------------------------------------------------------------------------
+def _import_sibling(context) -> None:
+    """on_retry_callback: another client imports ``params.sibling`` (a file of the same name) between the tries."""
+    from airflow_tables.hooks.tables import DataTablesHook
+
+    sibling = context["params"].get("sibling")
+    if sibling:
+        hook = DataTablesHook()
+        card_id = hook._send_csv(None, sibling)  # a plain client: no note of its own
+        hook.wait_for_table(None, card_id, poll_interval=0.05, timeout=30)
+
+
+with _dag("dt_import_sibling") as _sibling_dag:
+    _sibling_dag.params["sibling"] = ""
+    DataTablesImportOperator(
+        task_id="import",
+        file_path="{{ params.file_path }}",
+        on_retry_callback=_import_sibling,
+        poll_interval=0.2,
+        timeout=60,
+        retries=2,  # a refusal must fail at the second try, not use the third
+        retry_delay=timedelta(0),
+    )
+
+with _dag("dt_import_named") as _named_dag:
+    _named_dag.params["table_name"] = ""
+    DataTablesImportOperator(
+        task_id="import", file_path="{{ params.file_path }}", table_name="{{ params.table_name }}", **FAST
+    )
+
+for _policy in ("fail", "warn"):
+    with _dag(f"dt_import_read_{_policy}"):
+        DataTablesImportOperator(
+            task_id="import", file_path="{{ params.file_path }}", on_read_mismatch=_policy, timeout=60, **RETRY
+        )
+    with _dag(f"dt_import_read_{_policy}_defer"):
+        DataTablesImportOperator(
+            task_id="import",
+            file_path="{{ params.file_path }}",
+            on_read_mismatch=_policy,
+            deferrable=True,
+            timeout=60,
+            **RETRY,
+        )
+
+# A replacement whose wait looks late (poll_interval 4 s): another client's refresh may come first.
+with _dag("dt_replace_late_look"):
+    DataTablesReplaceOperator(
+        task_id="replace",
+        card_id="{{ params.card_id }}",
+        file_path="{{ params.file_path }}",
+        skip_if_unchanged=True,
+        poll_interval=4.0,
+        timeout=60,
+        retries=1,
+        retry_delay=timedelta(0),
+    )
+
+# Two mapped replacements of one table in one run.
+with _dag("dt_replace_mapped_twice"):
+    from airflow.sdk import task as _task
+
+    @_task
+    def _same_table_twice(params: dict | None = None) -> list[str]:
+        return [params["card_id"], params["card_id"]]
+
+    DataTablesReplaceOperator.partial(
+        task_id="replace", file_path="{{ params.file_path }}", poll_interval=0.2, timeout=60
+    ).expand(card_id=_same_table_twice())
+
+# The hook in a @task with retries: a lost answer must not import twice.
+with _dag("dt_hook_task"):
+    from airflow.sdk import task as _task
+
+    @_task(retries=2, retry_delay=timedelta(0))
+    def hook_import(params: dict | None = None) -> str:
+        from airflow_tables.hooks.tables import DataTablesHook
+
+        hook = DataTablesHook()
+        card_id = hook.import_csv(None, params["file_path"])
+        hook.wait_for_table(None, card_id, poll_interval=0.1, timeout=30)
+        return card_id
+
+    hook_import()

@@ -1,0 +1,295 @@
+"""Safe writes (issue 26 points 1, 2, 3 and 6), through real DAG runs against the emulator.
+
+A lost answer is adopted only on evidence (never another import's table, never paid twice),
+for the operators and the hook in a ``@task``; a retry resumes while a clear starts a new job;
+``table_name``; a read that differs from validation's counts, and a failed read's reason.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+from tests.operators._runs import (
+    clear_and_run,
+    import_table,
+    imports_since,
+    orders_csv,
+    run,
+    state,
+    xcom,
+    xcom_all,
+)
+from tests.operators.test_recovery import asset_events
+
+LOST = [{"methods": ["POST"], "path": "/data/import", "drop": "after", "times": 1}]  # handled, answer lost
+NEVER_HANDLED = [{"methods": ["POST"], "path": "/data/import", "drop": "before", "times": 1}]
+
+
+def _ti(dag_run, task_id: str):
+    return dag_run.get_task_instance(task_id)
+
+
+def _table(emulator, card_id: str) -> dict:
+    return next(c for c in emulator.list_cards() if c["CardID"] == card_id)
+
+
+def _ready_table(emulator, tmp_path, rows: int = 2) -> str:
+    card_id = import_table(emulator, orders_csv(tmp_path, "start.csv", rows=rows))
+    emulator.wait_until_processed(emulator.project_id, card_id)
+    return card_id
+
+
+# -- 1. adoption only on evidence -------------------------------------------------------------------
+
+
+def test_a_lost_answer_never_adopts_a_sibling_file_of_the_same_name(dags_module, datatables_conn, stats, tmp_path):
+    """d1/orders.csv's answer is lost unhandled; d2/orders.csv (another task's) lands meanwhile: never claimed."""
+    emulator = datatables_conn
+    (tmp_path / "d1").mkdir()
+    (tmp_path / "d2").mkdir()
+    mine = orders_csv(tmp_path / "d1", "orders.csv", rows=3)
+    sibling = orders_csv(tmp_path / "d2", "orders.csv", rows=7)
+    known = {c["CardID"] for c in emulator.list_cards()}
+    emulator.set_faults(NEVER_HANDLED)
+    dag_run = run(dags_module, "dt_import_sibling", file_path=str(mine), sibling=str(sibling))
+
+    ti = _ti(dag_run, "import")
+    assert str(ti.state) == "failed" and ti.try_number == 2  # refused at the retry, not retried again
+    others = [c for c in emulator.list_cards() if c["CardID"] not in known]
+    assert [(c["CardName"], c["Rows"]) for c in others] == [("orders", 7)]  # the sibling's table only
+    assert xcom(dag_run, "import") is None and xcom(dag_run, "import", key="card_id") is None
+    assert asset_events(emulator, others[0]["CardID"]) == []
+    assert imports_since(emulator, stats) == 1  # the sibling's: the retry sent nothing
+    assert stats["credits"] - emulator.credits() == 1
+    assert _table(emulator, others[0]["CardID"])["Rows"] == 7
+
+
+@pytest.mark.parametrize("name", ["données.csv", 'say "hi".csv'])
+def test_a_name_the_service_stores_differently_is_adopted_not_imported_twice(
+    dags_module, datatables_conn, stats, tmp_path, name
+):
+    emulator = datatables_conn
+    emulator.set_faults(LOST)
+    dag_run = run(dags_module, "dt_import_once", file_path=str(orders_csv(tmp_path, name, rows=4)))
+
+    ti = _ti(dag_run, "import")
+    assert str(ti.state) == "success" and ti.try_number == 2
+    assert imports_since(emulator, stats) == 1 and stats["credits"] - emulator.credits() == 1
+    table = _table(emulator, xcom(dag_run, "import"))
+    assert table["Rows"] == 4
+
+
+def test_the_hook_in_a_task_with_retries_imports_once_after_a_lost_answer(
+    dags_module, datatables_conn, stats, tmp_path
+):
+    emulator = datatables_conn
+    emulator.set_faults(LOST)
+    dag_run = run(dags_module, "dt_hook_task", file_path=str(orders_csv(tmp_path, "hooked.csv", rows=5)))
+
+    ti = _ti(dag_run, "hook_import")
+    assert str(ti.state) == "success" and ti.try_number == 2
+    assert imports_since(emulator, stats) == 1 and stats["credits"] - emulator.credits() == 1
+    assert _table(emulator, xcom(dag_run, "hook_import"))["Rows"] == 5
+
+
+def test_the_hook_in_a_task_imports_again_when_the_service_never_got_the_file(
+    dags_module, datatables_conn, stats, tmp_path
+):
+    emulator = datatables_conn
+    emulator.set_faults(NEVER_HANDLED)
+    dag_run = run(dags_module, "dt_hook_task", file_path=str(orders_csv(tmp_path, "unsent.csv", rows=5)))
+
+    assert state(dag_run, "hook_import") == "success"
+    assert imports_since(emulator, stats) == 1 and stats["credits"] - emulator.credits() == 1
+
+
+def test_a_replace_wait_never_takes_another_clients_later_read_for_its_own(dags_module, datatables_conn, tmp_path):
+    """Our read ends; another client replaces the table before our wait looks again: not recorded as ours."""
+    from airflow_tables.hooks.tables import DataTablesHook
+
+    emulator = datatables_conn
+    card_id = _ready_table(emulator, tmp_path)
+    ours, theirs = orders_csv(tmp_path, "ours.csv", rows=3), orders_csv(tmp_path, "theirs.csv", rows=7)
+    emulator.set_processing_delay(0.8)
+    emulator.reset_stats()
+
+    def other_client() -> None:
+        hook = DataTablesHook()
+        deadline = time.monotonic() + 30
+        while emulator.stats()["imports_accepted"] < 1 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        hook.wait_for_table(None, card_id, poll_interval=0.05, timeout=30)  # our read has ended
+        hook._send_csv(None, theirs, card_id=card_id)
+
+    thread = threading.Thread(target=other_client)
+    thread.start()
+    try:
+        dag_run = run(dags_module, "dt_replace_late_look", card_id=card_id, file_path=str(ours))
+    finally:
+        thread.join(timeout=60)
+    ti = _ti(dag_run, "replace")
+    assert str(ti.state) == "failed" and ti.try_number == 1  # a mismatch is not retried
+    assert _table(emulator, card_id)["Rows"] == 7
+    assert asset_events(emulator, card_id) == []  # nothing recorded: skip_if_unchanged has no record to trust
+    emulator.set_processing_delay(0.0)
+    before = emulator.credits()
+    again = run(dags_module, "dt_replace_skip", card_id=card_id, file_path=str(ours))
+    assert state(again, "replace") == "success" and before - emulator.credits() == 1  # sent, not skipped
+    assert _table(emulator, card_id)["Rows"] == 3
+
+
+def test_one_service_spelled_two_ways_shares_the_skip_record(dags_module, datatables_conn, tmp_path, monkeypatch):
+    emulator = datatables_conn
+    card_id = _ready_table(emulator, tmp_path)
+    path = orders_csv(tmp_path, rows=5)
+    before = emulator.credits()
+    assert state(run(dags_module, "dt_replace_skip", card_id=card_id, file_path=str(path)), "replace") == "success"
+    conn = json.loads(__import__("os").environ["AIRFLOW_CONN_DATATABLES_DEFAULT"])
+    conn["host"] = emulator.base_url.replace("127.0.0.1", "localhost")
+    monkeypatch.setenv("AIRFLOW_CONN_DATATABLES_DEFAULT", json.dumps(conn))
+    assert state(run(dags_module, "dt_replace_skip", card_id=card_id, file_path=str(path)), "replace") == "success"
+    assert before - emulator.credits() == 1  # the second run skipped: same service, same record
+
+
+@pytest.mark.parametrize(
+    ("spelling", "same_as"),
+    [
+        ("https://tables.example.com:443", "https://tables.example.com"),
+        ("http://tables.example.com:80/", "http://tables.example.com"),
+        ("http://localhost:8765", "http://127.0.0.1:8765"),
+        ("http://[::1]:8765", "http://127.0.0.1:8765"),
+        ("tables.example.com", "https://TABLES.example.com:443/"),
+    ],
+)
+def test_a_service_has_one_identity_however_its_url_is_spelled(spelling, same_as):
+    from airflow_tables.assets import service_of
+
+    assert service_of(spelling) == service_of(same_as)
+    assert service_of("https://tables.example.com:8443") != service_of("https://tables.example.com")
+
+
+# -- 2. a retry resumes, a clear starts a new job ---------------------------------------------------
+
+
+def test_a_cleared_successful_import_imports_again(dags_module, datatables_conn, stats, tmp_path):
+    emulator = datatables_conn
+    dag_run = run(dags_module, "dt_import_once", file_path=str(orders_csv(tmp_path, "cleared.csv", rows=3)))
+    first = xcom(dag_run, "import")
+    assert state(dag_run, "import") == "success"
+
+    again = clear_and_run(dags_module, "dt_import_once", dag_run.run_id, "import")
+    assert state(again, "import") == "success"
+    second = xcom(again, "import")
+    assert second != first  # a new job: a new table, one more credit
+    assert imports_since(emulator, stats) == 2 and stats["credits"] - emulator.credits() == 2
+    assert len(asset_events(emulator, second)) == 1
+
+
+def test_a_cleared_replace_of_an_unchanged_file_sends_nothing_and_records_no_event(
+    dags_module, datatables_conn, tmp_path
+):
+    emulator = datatables_conn
+    card_id = _ready_table(emulator, tmp_path)
+    path = orders_csv(tmp_path, rows=5)
+    dag_run = run(dags_module, "dt_replace_skip", card_id=card_id, file_path=str(path))
+    assert state(dag_run, "replace") == "success"
+    before, events = emulator.credits(), len(asset_events(emulator, card_id))
+
+    again = clear_and_run(dags_module, "dt_replace_skip", dag_run.run_id, "replace")
+    assert state(again, "replace") == "success"
+    assert emulator.credits() == before  # checked again, and skipped: the table holds this file
+    assert len(asset_events(emulator, card_id)) == events
+
+
+def test_a_cleared_replace_whose_read_failed_sends_again(dags_module, datatables_conn, tmp_path):
+    emulator = datatables_conn
+    card_id = _ready_table(emulator, tmp_path)
+    emulator.set_fail_readings(1)
+    dag_run = run(dags_module, "dt_replace_once", card_id=card_id, file_path=str(orders_csv(tmp_path, rows=6)))
+    assert state(dag_run, "replace") == "failed"
+    before = emulator.credits()
+
+    again = clear_and_run(dags_module, "dt_replace_once", dag_run.run_id, "replace")
+    assert state(again, "replace") == "success"
+    assert before - emulator.credits() == 1
+    assert _table(emulator, card_id)["Rows"] == 6
+
+
+# -- 3. table names ----------------------------------------------------------------------------------
+
+
+def test_table_name_is_the_name_people_see(dags_module, datatables_conn, tmp_path):
+    emulator = datatables_conn
+    path = orders_csv(tmp_path, "export_0001.csv", rows=2)
+    dag_run = run(dags_module, "dt_import_named", file_path=str(path), table_name="Daily orders")
+    assert state(dag_run, "import") == "success"
+    assert _table(emulator, xcom(dag_run, "import"))["CardName"] == "Daily orders"
+
+
+def test_a_mapped_replace_warns_when_it_meets_the_same_table_twice(dags_module, datatables_conn, tmp_path, capfd):
+    emulator = datatables_conn
+    card_id = _ready_table(emulator, tmp_path)
+    dag_run = run(dags_module, "dt_replace_mapped_twice", card_id=card_id, file_path=str(orders_csv(tmp_path)))
+    assert set(xcom_all(dag_run, "replace", key="card_id").values()) == {card_id}
+    out = "".join(capfd.readouterr())
+    assert f"replaces {card_id}, which map index(es) 0 of this run replaced already" in out
+
+
+def test_table_name_refuses_a_path_when_the_dag_is_parsed_or_run(datatables_conn, tmp_path):
+    from airflow_tables.hooks.tables import DataTablesHook
+
+    with pytest.raises(ValueError, match="may not hold a slash"):
+        DataTablesHook().import_csv(None, orders_csv(tmp_path), table_name="d1/orders")
+
+
+# -- 6. reading checked ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dag_id", ["dt_import_read_fail", "dt_import_read_fail_defer"])
+def test_a_read_that_lost_a_row_fails_without_retry(dags_module, datatables_conn, stats, tmp_path, capfd, dag_id):
+    emulator = datatables_conn
+    emulator.set_lose_rows(1)
+    dag_run = run(dags_module, dag_id, file_path=str(orders_csv(tmp_path, "short.csv", rows=9)))
+
+    ti = _ti(dag_run, "import")
+    assert str(ti.state) == "failed" and ti.try_number == 1
+    out = "".join(capfd.readouterr())
+    assert "DataTablesReadMismatchError" in out
+    assert "was read with 8 rows and 4 columns, but validation counted 9 rows and 4 columns" in out
+    assert imports_since(emulator, stats) == 1 and stats["credits"] - emulator.credits() == 1
+
+
+def test_a_read_mismatch_can_be_only_a_warning(dags_module, datatables_conn, tmp_path, capfd):
+    emulator = datatables_conn
+    emulator.set_lose_rows(2)
+    dag_run = run(dags_module, "dt_import_read_warn", file_path=str(orders_csv(tmp_path, "short.csv", rows=9)))
+    assert state(dag_run, "import") == "success"
+    assert "on_read_mismatch='warn', so the task goes on" in "".join(capfd.readouterr())
+    assert _table(emulator, xcom(dag_run, "import"))["Rows"] == 7
+
+
+@pytest.mark.parametrize("dag_id", ["dt_import_read_fail", "dt_import_read_fail_defer"])
+def test_a_failed_read_quotes_the_services_explanation(dags_module, datatables_conn, stats, tmp_path, capfd, dag_id):
+    emulator = datatables_conn
+    emulator.set_fail_readings(1, reason="row 3 has a date the service cannot read")
+    dag_run = run(dags_module, dag_id, file_path=str(orders_csv(tmp_path, "bad.csv", rows=4)))
+
+    ti = _ti(dag_run, "import")
+    assert str(ti.state) == "failed" and ti.try_number == 1
+    out = "".join(capfd.readouterr())
+    assert "DataTablesUploadFailedError" in out
+    assert 'its explanation: "Reading bad.csv failed: row 3 has a date the service cannot read."' in out
+    assert imports_since(emulator, stats) == 1 and stats["credits"] - emulator.credits() == 1
+
+
+def test_the_emulator_settings_refuse_nonsense(datatables_conn):
+    from airflow_tables.emulator.testing import EmulatorError
+
+    for bad in ({"lose_rows": -1}, {"lose_rows": True}, {"failure_reason": ""}, {"failure_reason": 3}):
+        with pytest.raises(EmulatorError, match="400"):
+            datatables_conn.set_settings(**bad)
+    datatables_conn.set_settings(lose_rows=0, failure_reason="x")
+    datatables_conn.reset_settings()
