@@ -29,17 +29,22 @@ def connections(datatables_conn, monkeypatch):
     return datatables_conn
 
 
-@pytest.fixture(scope="session")
-def imported(dags_module, emulator, tmp_path_factory):
-    """One table imported by a real DAG run; returns (dag_run, card_id)."""
+def default_connection(emulator) -> str:
+    """``AIRFLOW_CONN_DATATABLES_DEFAULT`` for the DAG runs of these tests: the emulator, with an app_url."""
     conn = {
         "conn_type": "datatables",
         "host": emulator.base_url,
         "password": emulator.api_key,
         "extra": {"project_id": emulator.project_id, "app_url": APP_URL},
     }
+    return json.dumps(conn)
+
+
+@pytest.fixture(scope="session")
+def imported(dags_module, emulator, tmp_path_factory):
+    """One table imported by a real DAG run; returns (dag_run, card_id)."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("AIRFLOW_CONN_DATATABLES_DEFAULT", json.dumps(conn))
+        patch.setenv("AIRFLOW_CONN_DATATABLES_DEFAULT", default_connection(emulator))
         dag_run = run(dags_module, "dt_import_poke", file_path=str(orders_csv(tmp_path_factory.mktemp("ui"))))
     card_id = xcom(dag_run, "import")
     assert isinstance(card_id, str) and card_id.startswith("CRD-"), card_id

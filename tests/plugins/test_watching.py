@@ -16,6 +16,7 @@ from urllib.parse import quote, urlencode
 import pytest
 from tests.conftest import APP_URL
 from tests.operators._runs import import_table, orders_csv, run, state, xcom
+from tests.plugins.conftest import default_connection
 from tests.plugins.test_app import allowed
 
 from airflow_tables.hooks.tables import DataTablesHook
@@ -53,17 +54,11 @@ def until(check, timeout: float, every: float = 0.1):
 @pytest.fixture(scope="session")
 def failed_run(dags_module, emulator, tmp_path_factory):
     """An Airflow import whose read failed (the emulator explains why); returns (dag_run, card_id, credits spent)."""
-    conn = {
-        "conn_type": "datatables",
-        "host": emulator.base_url,
-        "password": emulator.api_key,
-        "extra": {"project_id": emulator.project_id, "app_url": APP_URL},
-    }
     before = emulator.stats()["imports_accepted"]
     emulator.set_fail_readings(1, REASON)
     try:
         with pytest.MonkeyPatch.context() as patch:
-            patch.setenv("AIRFLOW_CONN_DATATABLES_DEFAULT", json.dumps(conn))
+            patch.setenv("AIRFLOW_CONN_DATATABLES_DEFAULT", default_connection(emulator))
             path = orders_csv(tmp_path_factory.mktemp("failed_read"), "failed_read.csv")
             dag_run = run(dags_module, "dt_import_poke", file_path=str(path))
     finally:

@@ -180,10 +180,12 @@ class BackgroundCache(Generic[T]):
         return newer_than is not None and entry.loaded_at < newer_than
 
     def _load(self, key: Hashable, load: Loader[T], previous: T | None) -> Entry[T]:
+        # The interval counts from when the load began: a listing that takes a while is not
+        # listed again later for it (one request per interval), nor is it older than it says.
+        began, began_at = self._clock(), time.time()
         try:
             value, hold = load(previous)
-            taken = self._clock()
-            entry = Entry(value, time.time(), taken, taken + max(0.0, hold))
+            entry = Entry(value, began_at, began, began + max(0.0, hold))
             with self._lock:
                 self._slots.setdefault(key, _Slot()).entry = entry
             return entry

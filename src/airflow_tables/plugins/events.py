@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import re
 from datetime import datetime, timedelta, timezone
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import unquote
 
 from airflow_tables.assets import TableRef, parse_table_uri
@@ -100,9 +100,11 @@ def recorded_import(
 def last_imports(session: Session, service: str, project_id: str) -> dict[str, Import]:
     """CardID -> the latest Airflow event on that table's asset (its task instance, credits, fingerprint)."""
     from airflow.models.asset import AssetEvent, AssetModel
-    from sqlalchemy import func, select
+    from sqlalchemy import JSON, func, select, type_coerce
 
     prefix = department_prefix(service, project_id)
+    # The two extras the page shows, read by the database: no JSON decoded per row in Python.
+    extra = type_coerce(AssetEvent.extra, JSON)
     latest = (
         select(func.max(AssetEvent.id))
         .join(AssetModel, AssetModel.id == AssetEvent.asset_id)
@@ -117,18 +119,21 @@ def last_imports(session: Session, service: str, project_id: str) -> dict[str, I
             AssetEvent.source_run_id,
             AssetEvent.source_map_index,
             AssetEvent.timestamp,
-            AssetEvent.extra,
+            extra["credits"].as_integer(),
+            extra["fingerprint"].as_string(),
         )
         .join(AssetModel, AssetModel.id == AssetEvent.asset_id)
         .where(AssetEvent.id.in_(latest.scalar_subquery()))
     )
     found: dict[str, Import] = {}
-    for uri, *event in session.execute(query):
+    for uri, dag_id, task_id, run_id, map_index, timestamp, spent, fingerprint in session.execute(query):
         # Every URI starts with the department's prefix (the query says so); the rest is the CardID.
         card_id = uri[len(prefix) :]
         if "%" in card_id:
             card_id = unquote(card_id)
-        found[card_id] = recorded_import(card_id, *event)
+        extras = {"credits": spent, "fingerprint": fingerprint}
+        extras = {k: v for k, v in extras.items() if v is not None}
+        found[card_id] = recorded_import(card_id, dag_id, task_id, run_id, map_index, timestamp, extras)
     return found
 
 
@@ -141,8 +146,8 @@ def outcome_of(task_state: str) -> tuple[str, int]:
     return "failed", 1
 
 
-def _card_id(value: object) -> str | None:
-    """A ``card_id`` XCom, whether stored as JSON text or already decoded."""
+def xcom_text(value: object) -> str | None:
+    """A string XCom or rendered field, whether stored as JSON text or already decoded; ``None`` if empty."""
     if isinstance(value, str):
         try:
             decoded = json.loads(value)
@@ -150,6 +155,18 @@ def _card_id(value: object) -> str | None:
             return value or None
         return decoded if isinstance(decoded, str) and decoded else None
     return None
+
+
+def same_task(task_instance: Any, dag_id: Any, run_id: Any, task_id: Any, map_index: Any) -> Any:
+    """The join condition of a task instance with the task columns of an XCom or an asset event."""
+    from sqlalchemy import and_
+
+    return and_(
+        task_instance.dag_id == dag_id,
+        task_instance.run_id == run_id,
+        task_instance.task_id == task_id,
+        task_instance.map_index == map_index,
+    )
 
 
 def unrecorded_imports(
@@ -163,13 +180,14 @@ def unrecorded_imports(
     from airflow.models.asset import AssetEvent
     from airflow.models.taskinstance import TaskInstance
     from airflow.models.xcom import XComModel
-    from sqlalchemy import and_, exists, select
+    from sqlalchemy import exists, select
 
+    columns = (XComModel.dag_id, XComModel.run_id, XComModel.task_id, XComModel.map_index)
     recorded = exists().where(
-        AssetEvent.source_dag_id == XComModel.dag_id,
-        AssetEvent.source_run_id == XComModel.run_id,
-        AssetEvent.source_task_id == XComModel.task_id,
-        AssetEvent.source_map_index == XComModel.map_index,
+        AssetEvent.source_dag_id == columns[0],
+        AssetEvent.source_run_id == columns[1],
+        AssetEvent.source_task_id == columns[2],
+        AssetEvent.source_map_index == columns[3],
     )
     query = (
         select(
@@ -181,20 +199,12 @@ def unrecorded_imports(
             XComModel.timestamp,
             TaskInstance.state,
         )
-        .join(
-            TaskInstance,
-            and_(
-                TaskInstance.dag_id == XComModel.dag_id,
-                TaskInstance.run_id == XComModel.run_id,
-                TaskInstance.task_id == XComModel.task_id,
-                TaskInstance.map_index == XComModel.map_index,
-            ),
-        )
+        .join(TaskInstance, same_task(TaskInstance, *columns))
         .where(XComModel.key == CARD_ID_KEY, XComModel.timestamp >= since, ~recorded)
     )
     found = []
     for value, dag_id, task_id, run_id, map_index, timestamp, state in session.execute(query):
-        card = _card_id(value)
+        card = xcom_text(value)
         if card is None or (card_id is not None and card != card_id) or (card_ids is not None and card not in card_ids):
             continue
         task_state = _state(state)
@@ -207,7 +217,7 @@ def table_imports(session: Session, ref: TableRef, *, limit: int = 50) -> list[I
     """Every import of one table Airflow made (newest first): its recorded events and its unrecorded XComs."""
     from airflow.models.asset import AssetEvent, AssetModel
     from airflow.models.taskinstance import TaskInstance
-    from sqlalchemy import and_, select
+    from sqlalchemy import select
 
     query = (
         select(
@@ -222,11 +232,12 @@ def table_imports(session: Session, ref: TableRef, *, limit: int = 50) -> list[I
         .join(AssetModel, AssetModel.id == AssetEvent.asset_id)
         .outerjoin(
             TaskInstance,
-            and_(
-                TaskInstance.dag_id == AssetEvent.source_dag_id,
-                TaskInstance.run_id == AssetEvent.source_run_id,
-                TaskInstance.task_id == AssetEvent.source_task_id,
-                TaskInstance.map_index == AssetEvent.source_map_index,
+            same_task(
+                TaskInstance,
+                AssetEvent.source_dag_id,
+                AssetEvent.source_run_id,
+                AssetEvent.source_task_id,
+                AssetEvent.source_map_index,
             ),
         )
         .where(AssetModel.uri == ref.uri, AssetEvent.source_dag_id.is_not(None))

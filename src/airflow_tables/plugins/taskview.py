@@ -12,12 +12,12 @@ event's service tell it, and a ``datatables_conn_id`` XCom names it outright whe
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from airflow_tables.plugins.events import task_event_ref
+from airflow_tables.plugins.events import xcom_text as _text
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -41,17 +41,6 @@ class TaskFacts:
     event_ref: TableRef | None
     link: str | None = None
     conn_id: str | None = None
-
-
-def _text(value: Any) -> str | None:
-    """A string XCom or rendered field, whether stored as JSON text or already decoded."""
-    if isinstance(value, str):
-        try:
-            decoded = json.loads(value)
-        except ValueError:
-            return value or None
-        return decoded if isinstance(decoded, str) and decoded else None
-    return None
 
 
 def task_facts(session: Session, dag_id: str, run_id: str, task_id: str, map_index: int) -> TaskFacts:
