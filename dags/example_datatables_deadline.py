@@ -19,13 +19,11 @@ from datetime import datetime, timedelta
 
 from airflow.sdk import DAG, task
 
+# Exported by airflow.sdk from Airflow 3.2; this path holds them on 3.1 too.
+from airflow.sdk.definitions.deadline import AsyncCallback, DeadlineAlert, DeadlineReference
+
 from airflow_tables.notifiers import DataTablesFreshnessNotifier
 from airflow_tables.sensors.tables import DataTablesProcessedSensor
-
-try:  # Airflow 3.2+
-    from airflow.sdk import AsyncCallback, DeadlineAlert, DeadlineReference
-except ImportError:  # Airflow 3.1: the same classes, not yet exported by airflow.sdk
-    from airflow.sdk.definitions.deadline import AsyncCallback, DeadlineAlert, DeadlineReference
 
 PROJECT_ID = os.environ.get("DATATABLES_PROJECT_ID", "PRJ-DEMO")
 CARD_ID = os.environ.get("DATATABLES_DAILY_CARD_ID", "CRD-00000000-0000-4000-8000-000000000000")
@@ -72,5 +70,5 @@ with DAG(
         print(f"orders read at {summary.get('UploadCompletionTime')}: {summary.get('Rows')} rows")
         return int(summary.get("Rows") or 0)
 
-    use_orders(wait_for_orders.output)
+    use_orders(wait_for_orders.output)  # type: ignore[arg-type]  # an XComArg: the summary at run time
 # [END howto_datatables_deadline]
