@@ -14,6 +14,9 @@
  * else, which Python then reads exactly and reports. The bytes to stop on come from the
  * rules (rules.STOP_BYTES, a NUL byte today): a new byte-level rule needs no change here. The GIL is released while it runs, so the
  * emulator's reader does not stall the server's other threads.
+ *
+ * Asked to (``types``), the same pass also types each column long or string by the rule of
+ * validation/types.py, for the plain records it reads (see "Column types" below).
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -168,6 +171,12 @@ utf8_sequence(const unsigned char *buf, Py_ssize_t len, Py_ssize_t i)
     return need + 1;
 }
 
+#if defined(__GNUC__) || defined(__clang__)
+#define ALWAYS_INLINE __attribute__((always_inline)) inline
+#else
+#define ALWAYS_INLINE inline
+#endif
+
 /*
  * Column types (validation/types.py states the rule; this is the same rule in C, and
  * tests/validation/test_types.py holds the two to the same answers). A column's state is
@@ -220,49 +229,58 @@ value_kind(const unsigned char *p, const unsigned char *e)
 }
 
 /*
- * The typing of one scan: the column states, which columns are still open (not yet
- * NOT_LONG), and the changes the current record's fields make, applied only once the
- * record is known to be plain (a record handed back to the exact read is typed there).
- * Fields of columns already NOT_LONG are never looked at: the walk jumps over their
- * separators (clearing bits of the window's mask, without reading a byte).
+ * The typing of one scan: the column states, the columns still open (not yet NOT_LONG),
+ * and the changes a record's fields make, applied only once the record is known to be
+ * plain (a record handed back to the exact read is typed there). The separators of the
+ * records being read are written down as the windows are read (``flatten``: a fixed
+ * number of stores per eight separators, no branch per separator), so a record's open
+ * fields are found by index and the fields of columns already NOT_LONG are never looked at.
  */
+/* Room past a record's separators: a window's 64, the 8 an unrolled flatten may write past them, and
+ * enough for a few thousand windows of short records before the list is moved back to its start. */
+#define SEPARATOR_SLACK (72 + 16 * 1024)
+
 typedef struct {
     unsigned char *states;  /* one per column; NULL: not typing */
     Py_ssize_t columns;
-    Py_ssize_t open;        /* columns not yet NOT_LONG: typing stops at 0 */
-    Py_ssize_t *next_open;  /* columns + 1 entries: the first open column at or after c (columns: none) */
+    Py_ssize_t open;        /* how many columns are not yet NOT_LONG: typing stops at 0 */
+    Py_ssize_t *open_list;  /* which, in order */
     Py_ssize_t *changes;    /* column * 4 + new state, for the record being read (one per column at most) */
     Py_ssize_t changed;
+    Py_ssize_t *separators; /* offsets of the separators of the records being read: columns + SEPARATOR_SLACK */
     Py_ssize_t len;         /* the buffer's length: how far a word may be read */
 } Typing;
 
 static void
 find_open(Typing *t)
 {
-    Py_ssize_t next = t->columns;
     t->open = 0;
-    t->next_open[t->columns] = next;
-    for (Py_ssize_t c = t->columns - 1; c >= 0; c--) {
-        if (t->states[c] != NOT_LONG) {
-            next = c;
-            t->open++;
-        }
-        t->next_open[c] = next;
-    }
+    for (Py_ssize_t c = 0; c < t->columns; c++)
+        if (t->states[c] != NOT_LONG)
+            t->open_list[t->open++] = c;
 }
 
-static inline void
-note_value(Typing *t, Py_ssize_t column, int kind)
+/* Write the offsets of the set bits of ``bits`` (a window at ``base``) to ``out``; return how many. */
+static ALWAYS_INLINE Py_ssize_t
+flatten(Py_ssize_t *out, uint64_t bits, Py_ssize_t base)
 {
-    if (kind > t->states[column])
-        t->changes[t->changed++] = column * 4 + kind;
+    const Py_ssize_t count = POPCOUNT(bits);
+    const uint64_t top = (uint64_t)1 << 63; /* keeps CTZ defined once bits run out: those entries are past count */
+    while (bits) {
+        for (int k = 0; k < 8; k++) {
+            out[k] = base + CTZ(bits | top);
+            bits &= bits - 1;
+        }
+        out += 8;
+    }
+    return count;
 }
 
 /*
  * value_kind for buf[start:end], with a fast path for the usual value of a long column: 1 to
  * 8 bytes, all ASCII digits (then it fits: checked as one 64-bit word, SWAR, without a loop).
  */
-static inline int
+static ALWAYS_INLINE int
 field_kind(const unsigned char *buf, Py_ssize_t len, Py_ssize_t start, Py_ssize_t end)
 {
     const Py_ssize_t n = end - start;
@@ -279,53 +297,24 @@ field_kind(const unsigned char *buf, Py_ssize_t len, Py_ssize_t start, Py_ssize_
 }
 
 /*
- * Type the fields of the current record that end at the separators ``ends`` (bits of the
- * window at ``base``). ``*column`` is the field the record is in, ``*start`` where it
- * started (kept only for open columns).
+ * The record from ``start`` to ``end`` (its line break; or the end of the buffer, ``at_end``),
+ * whose separators are ``separators[0 .. columns - 1)``, is plain: type its open fields and
+ * apply what they change.
  */
-static inline void
-type_fields(Typing *t, const unsigned char *buf, Py_ssize_t base, uint64_t ends, Py_ssize_t *column,
-            Py_ssize_t *start)
+static ALWAYS_INLINE void
+type_record(Typing *t, const unsigned char *buf, const Py_ssize_t *separators, Py_ssize_t start, Py_ssize_t end,
+            int at_end)
 {
-    Py_ssize_t c = *column;
-    while (ends) {
-        const Py_ssize_t want = c < t->columns ? t->next_open[c] : t->columns;
-        if (want >= t->columns)
-            break; /* no open column left in this record (c stays behind: no later field is typed either) */
-        if (want > c) { /* jump to the separator before field ``want`` */
-            while (want - c > 1 && ends) {
-                ends &= ends - 1;
-                c++;
-            }
-            if (!ends)
-                break;
-            *start = base + CTZ(ends) + 1;
-            ends &= ends - 1;
-            c = want;
-            if (!ends)
-                break;
-        }
-        const Py_ssize_t end = base + CTZ(ends); /* field c, open, ends here */
-        note_value(t, c, field_kind(buf, t->len, *start, end));
-        *start = end + 1;
-        ends &= ends - 1;
-        c++;
-    }
-    *column = c;
-}
-
-/*
- * The record ending at buf[end] (a line break; or the end of the buffer, ``at_end``) is
- * plain: type its last field and apply its changes.
- */
-static inline void
-type_record(Typing *t, const unsigned char *buf, Py_ssize_t end, int at_end, Py_ssize_t column, Py_ssize_t start)
-{
-    if (column < t->columns && t->next_open[column] == column) {
-        Py_ssize_t field_end = end;
-        if (!at_end && field_end > start && buf[end] == '\n' && buf[end - 1] == '\r')
-            field_end--; /* the CR of a CRLF */
-        note_value(t, column, field_kind(buf, t->len, start, field_end));
+    const Py_ssize_t last = t->columns - 1;
+    for (Py_ssize_t k = 0; k < t->open; k++) {
+        const Py_ssize_t c = t->open_list[k];
+        const Py_ssize_t from = c ? separators[c - 1] + 1 : start;
+        Py_ssize_t to = c == last ? end : separators[c];
+        if (c == last && !at_end && to > from && buf[to] == '\n' && buf[to - 1] == '\r')
+            to--; /* the CR of a CRLF */
+        const int kind = field_kind(buf, t->len, from, to);
+        if (kind > t->states[c])
+            t->changes[t->changed++] = c * 4 + kind;
     }
     if (t->changed) {
         for (Py_ssize_t k = 0; k < t->changed; k++) {
@@ -346,9 +335,9 @@ typedef struct {
     Py_ssize_t utf8_error; /* the offset of the first byte that is not UTF-8, or -1 */
 } PlainScan;
 
-static void
-scan_plain(const unsigned char *buf, Py_ssize_t len, unsigned char delimiter, Py_ssize_t columns, int final,
-           const Stops *stops, Typing *typing, PlainScan *out)
+static ALWAYS_INLINE void
+scan_plain_body(const unsigned char *buf, Py_ssize_t len, unsigned char delimiter, Py_ssize_t columns, int final,
+                const Stops *stops, Typing *typing, PlainScan *out)
 {
     Py_ssize_t records = 0, record_start = 0, delims = 0;
     Py_ssize_t utf8_checked = 0, utf8_error = -1; /* bytes before utf8_checked are UTF-8 */
@@ -356,7 +345,7 @@ scan_plain(const unsigned char *buf, Py_ssize_t len, unsigned char delimiter, Py
     uint64_t edge_before = 1;    /* the byte before the window ends a field (the buffer starts a record) */
     uint64_t line_start = 1;     /* the window's first byte starts a line */
     int stopped = 0;
-    Py_ssize_t t_column = 0, t_start = 0; /* typing: the field the record is in, where it started */
+    Py_ssize_t first = 0, separators = 0; /* typing: the records' separators being read, typing->separators[first:] */
     typing->len = len;
 
     if (!final && len > 0 && buf[len - 1] == '\r')
@@ -412,6 +401,14 @@ scan_plain(const unsigned char *buf, Py_ssize_t len, unsigned char delimiter, Py
 
         uint64_t problems = bad_open | bad_close | blank | m.stop;
         uint64_t pending = breaks, delim_bits = m.delim & outside;
+        if (typing->open && separators - first < columns) { /* else the record is ragged: it stops at its break */
+            if (separators + 72 > columns + SEPARATOR_SLACK) { /* move the open record's separators back */
+                memmove(typing->separators, typing->separators + first, (size_t)(separators - first) * sizeof(Py_ssize_t));
+                separators -= first;
+                first = 0;
+            }
+            separators += flatten(typing->separators + separators, delim_bits, base);
+        }
         while (pending) {
             const int b = CTZ(pending);
             if (problems && CTZ(problems) <= b) {
@@ -424,10 +421,8 @@ scan_plain(const unsigned char *buf, Py_ssize_t len, unsigned char delimiter, Py
                 break;
             }
             if (typing->open) {
-                type_fields(typing, buf, base, delim_bits & upto, &t_column, &t_start);
-                type_record(typing, buf, base + b, 0, t_column, t_start);
-                t_column = 0;
-                t_start = base + b + 1;
+                type_record(typing, buf, typing->separators + first, record_start, base + b, 0);
+                first += columns - 1;
             }
             delim_bits &= ~upto;
             problems &= ~upto;
@@ -441,8 +436,6 @@ scan_plain(const unsigned char *buf, Py_ssize_t len, unsigned char delimiter, Py
             break;
         }
         delims += POPCOUNT(delim_bits);
-        if (typing->open) /* the fields of the record that goes on in the next window */
-            type_fields(typing, buf, base, delim_bits, &t_column, &t_start);
         inside_before = (inside >> (n - 1)) & 1 ? ~(uint64_t)0 : 0;
         edge_before = (edges >> (n - 1)) & 1;
         line_start = (breaks >> (n - 1)) & 1;
@@ -453,7 +446,7 @@ scan_plain(const unsigned char *buf, Py_ssize_t len, unsigned char delimiter, Py
             stopped = 1;
         else {
             if (typing->open)
-                type_record(typing, buf, len, 1, t_column, t_start);
+                type_record(typing, buf, typing->separators + first, record_start, len, 1);
             records++;
             record_start = len;
         }
@@ -463,6 +456,48 @@ scan_plain(const unsigned char *buf, Py_ssize_t len, unsigned char delimiter, Py
     out->stopped = stopped;
     out->utf8_error = utf8_error;
 }
+
+typedef void (*ScanPlain)(const unsigned char *, Py_ssize_t, unsigned char, Py_ssize_t, int, const Stops *, Typing *,
+                          PlainScan *);
+
+static void
+scan_plain_generic(const unsigned char *buf, Py_ssize_t len, unsigned char delimiter, Py_ssize_t columns, int final,
+                   const Stops *stops, Typing *typing, PlainScan *out)
+{
+    scan_plain_body(buf, len, delimiter, columns, final, stops, typing, out);
+}
+
+#if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__))
+/*
+ * The same scan compiled for the bit instructions every x86-64 made since 2013 has (POPCNT,
+ * and BMI1's TZCNT and BLSR: counting separators and clearing the lowest set bit in one
+ * instruction each), chosen at import when the processor has them; the build itself
+ * assumes nothing beyond the compiler's default target.
+ */
+__attribute__((target("popcnt,bmi"))) static void
+scan_plain_bits(const unsigned char *buf, Py_ssize_t len, unsigned char delimiter, Py_ssize_t columns, int final,
+                const Stops *stops, Typing *typing, PlainScan *out)
+{
+    scan_plain_body(buf, len, delimiter, columns, final, stops, typing, out);
+}
+
+static ScanPlain
+choose_scan_plain(void)
+{
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("popcnt") && __builtin_cpu_supports("bmi"))
+        return scan_plain_bits;
+    return scan_plain_generic;
+}
+#else
+static ScanPlain
+choose_scan_plain(void)
+{
+    return scan_plain_generic;
+}
+#endif
+
+static ScanPlain scan_plain = scan_plain_generic; /* set at import: choose_scan_plain() */
 
 PyDoc_STRVAR(plain_records_doc,
 "plain_records(buffer, delimiter, columns, final, stops, types=None) -> (records, consumed, stopped, utf8_error)\n\n"
@@ -524,13 +559,14 @@ plain_records(PyObject *module, PyObject *args)
         }
         typing.states = types_view.buf;
         typing.columns = columns;
-        typing.changes = PyMem_Malloc((size_t)(2 * columns + 1) * sizeof(Py_ssize_t));
+        typing.changes = PyMem_Malloc((size_t)(3 * columns + SEPARATOR_SLACK) * sizeof(Py_ssize_t));
         if (typing.changes == NULL) {
             PyBuffer_Release(&types_view);
             PyBuffer_Release(&view);
             return PyErr_NoMemory();
         }
-        typing.next_open = typing.changes + columns;
+        typing.open_list = typing.changes + columns;
+        typing.separators = typing.open_list + columns;
         find_open(&typing);
     }
     Py_BEGIN_ALLOW_THREADS
@@ -564,5 +600,6 @@ static struct PyModuleDef speedups_module = {
 PyMODINIT_FUNC
 PyInit__speedups(void)
 {
+    scan_plain = choose_scan_plain();
     return PyModule_Create(&speedups_module);
 }
