@@ -5,8 +5,11 @@ object storage and the connection named in the URI: ``s3://aws_default@landing/e
 reads bucket ``landing`` with connection ``aws_default`` (``pip install
 'airflow-tables[s3]'``). Each file is its own task instance: it is validated (a bad file
 fails alone and costs nothing), imported once, and waited for in the triggerer; a retry or
-a resumed wait of one file never touches another, and never imports twice. Tables are
-named after the files. docs/sources.md says how many files one deployment takes at once.
+a resumed wait of one file never touches another, and never imports twice. Each table is
+named after the file's path below the prefix (``d1/orders.csv`` becomes ``d1.orders``), so two
+``orders.csv`` in two folders never make two tables of one name, which neither people nor a
+retry after a lost answer could tell apart. docs/sources.md says how many files one deployment
+takes at once.
 
 Whoever triggers the DAG picks the folder, so the folder is bounded three times: the trigger
 form accepts only folders under the landing prefix (its ``pattern``: no other connection,
@@ -50,6 +53,14 @@ with DAG(
     },
 ) as dag:
 
+    def table_name(prefix, path) -> str:
+        """The file's path below the prefix, folders joined by dots, no ``.csv``: ``d1/orders.csv`` is ``d1.orders``.
+
+        A table name holds no slash: the service keeps only the last part of a file name.
+        """
+        below = str(path)[len(str(prefix).rstrip("/")) + 1 :]
+        return os.path.splitext(below)[0].replace("/", ".")
+
     @task
     def list_csv_files(params: dict | None = None) -> list[dict]:
         """One set of arguments per ``*.csv`` under the prefix; URIs keep the connection (``s3://conn@bucket/key``)."""
@@ -60,9 +71,12 @@ with DAG(
         params = params or {}
         check(params["prefix"], allowed=[LANDING])  # before the listing: the form's pattern, checked again here
         prefix = ObjectStoragePath(params["prefix"])
-        files = sorted(str(path) for path in prefix.rglob("*") if path.suffix.lower() == ".csv")
+        files = sorted(path for path in prefix.rglob("*") if path.suffix.lower() == ".csv")
         print(f"{len(files)} CSV file(s) under {prefix}")
-        return [{"file_path": file, "encoding": params["encoding"]} for file in files]
+        return [
+            {"file_path": str(path), "encoding": params["encoding"], "table_name": table_name(prefix, path)}
+            for path in files
+        ]
 
     DataTablesImportOperator.partial(
         task_id="import_file",

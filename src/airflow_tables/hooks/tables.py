@@ -106,15 +106,23 @@ def stored_name(upload: str) -> str:
     return sent[: -len(".csv")] if sent.lower().endswith(".csv") else sent
 
 
-def named_after(table: TableSummary, file_name: str) -> bool:
-    """Whether a table may be an upload of ``file_name``: its name is the stored name, ignoring case.
+def _loose(name: str) -> str:
+    """A name with case, Unicode form (NFKC) and percent-escapes set aside, for finding candidates."""
+    import unicodedata
+    from urllib.parse import unquote
 
-    Used to list the candidates (a service could change the case); adopting one needs the exact
-    stored name (:meth:`DataTablesHook.claim_lost_table`).
+    return unicodedata.normalize("NFKC", unquote(name)).casefold()
+
+
+def named_after(table: TableSummary, file_name: str) -> bool:
+    """Whether a table may be an upload of ``file_name``: its name is the stored name, loosely compared.
+
+    Used to list the candidates, broadly (a service could change the case, the Unicode form of
+    ``données``, or undo the ``%22`` of a quote): a table missed here would be paid for twice.
+    Adopting one needs the exact stored name (:meth:`DataTablesHook._claim_lost_table`).
     """
-    name = (table.name or "").casefold()
-    local = os.path.splitext(file_name)[0].casefold()
-    return name in (stored_name(file_name).casefold(), local, file_name.casefold())
+    name = _loose(table.name or "")
+    return name in {_loose(stored_name(file_name)), _loose(os.path.splitext(file_name)[0]), _loose(file_name)}
 
 
 def now_in_service_time() -> str:
@@ -354,7 +362,7 @@ class DataTablesHook(BaseHook):
         instance across its tries: a note of it goes to the task's durable store before the
         file is sent (one free look at the department first), and when the answer was lost the
         next try's call with the same department, file name and ``card_id`` adopts the table the
-        service made, on the evidence :meth:`claim_lost_table` requires, instead of paying
+        service made, on the evidence :meth:`_claim_lost_table` requires, instead of paying
         again; when the evidence is not conclusive it raises
         :class:`DataTablesImportUncertainError` naming the candidates, and sends nothing.
         A task the user cleared starts afresh.
@@ -388,7 +396,7 @@ class DataTablesHook(BaseHook):
             rows, columns = file_shape(file_path, encoding)
             if card_id is None:
                 before = note.get("before")
-                adopted = self.claim_lost_table(
+                adopted = self._claim_lost_table(
                     project,
                     name,
                     before=before if isinstance(before, list) else [],
@@ -398,7 +406,7 @@ class DataTablesHook(BaseHook):
                 )
             else:
                 after = note.get("replaced_after")
-                landed = self.claim_lost_replacement(
+                landed = self._claim_lost_replacement(
                     project,
                     card_id,
                     replaced_after=after if isinstance(after, str) else None,
@@ -644,7 +652,7 @@ class DataTablesHook(BaseHook):
         """The tables named after ``file_name`` that are new since ``before`` (see :meth:`tables_named_after`)."""
         return [card_id for card_id in self.tables_named_after(project_id, file_name) if card_id not in before]
 
-    def claim_lost_table(
+    def _claim_lost_table(
         self,
         project_id: str | None,
         file_name: str,
@@ -700,7 +708,7 @@ class DataTablesHook(BaseHook):
             "its CardID (card_id=...); if none is, clear the task to import the file again.",
         )
 
-    def claim_lost_replacement(
+    def _claim_lost_replacement(
         self,
         project_id: str | None,
         card_id: str,

@@ -207,8 +207,8 @@ def adopt_lost_import(
 ) -> Job | None:
     """The job of an earlier try whose import answer was lost but which the service received, on evidence.
 
-    The hook decides (:meth:`~airflow_tables.hooks.tables.DataTablesHook.claim_lost_table`,
-    ``claim_lost_replacement``): ``None`` when the service shows the file never arrived (send it),
+    The hook decides (:meth:`~airflow_tables.hooks.tables.DataTablesHook._claim_lost_table`,
+    ``_claim_lost_replacement``): ``None`` when the service shows the file never arrived (send it),
     the job when a table or read is proven this import's, and a failure without retry naming the
     candidates when the evidence is not conclusive. ``shape`` counts the file's rows and columns
     when validation did not (the note has none). A note of a series the user cleared is ignored.
@@ -224,7 +224,7 @@ def adopt_lost_import(
     try:
         if pending.card_id is not None:  # a replacement: did the table start or finish a new read?
             after = pending.replaced_after
-            landed = hook.claim_lost_replacement(
+            landed = hook._claim_lost_replacement(
                 project, pending.card_id, replaced_after=after, sent_at=sent_at, rows=rows, columns=columns, **wait
             )
             if not landed:
@@ -232,7 +232,7 @@ def adopt_lost_import(
             log.info("An earlier try's replacement of %s reached the service; not sending it again", pending.card_id)
             return Job(project, pending.card_id, after, rows=rows, columns=columns, series=series)
         assert pending.file is not None  # SentImport.from_json made sure
-        found = hook.claim_lost_table(
+        found = hook._claim_lost_table(
             project, pending.file, before=pending.before, sent_at=sent_at, rows=rows, columns=columns, **wait
         )
     except DataTablesImportUncertainError as err:
