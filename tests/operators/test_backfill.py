@@ -7,26 +7,17 @@ it was and no retry; ``if_older="replace"`` sends it; a run without a logical da
 
 from __future__ import annotations
 
-import importlib.util
 import logging
-import os
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+from tests.operators import test_schema_change
 from tests.operators._runs import import_table, orders_csv, run, state
 
 NOW = datetime.now(timezone.utc).replace(microsecond=0)
 OLD, NEW, NEWER = NOW - timedelta(days=30), NOW - timedelta(days=20), NOW - timedelta(days=10)
-
-
-@pytest.fixture(scope="module")
-def sw_dags(dags_module):
-    path = Path(os.environ["AIRFLOW_HOME"]) / "dags" / "safe_writes_test_dags.py"
-    spec = importlib.util.spec_from_file_location("safe_writes_test_dags", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+sw_dags = test_schema_change.sw_dags  # the fixture: both files run tests/operators/dags/safe_writes_test_dags.py
 
 
 @pytest.fixture

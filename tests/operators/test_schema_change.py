@@ -242,7 +242,9 @@ class Responder(threading.Thread):
         import airflow.api_fastapi.core_api.routes.public.hitl
         import airflow.jobs.scheduler_job_runner
         import airflow.models.hitl
-        import airflow.models.taskinstance  # noqa: F401
+        import airflow.models.taskinstance
+        import airflow.models.trigger
+        import airflow.triggers.base  # noqa: F401
 
         super().start()
 
@@ -301,6 +303,38 @@ def respond(dag_id: str, run_id: str, option: str, user: str = "reviewer") -> No
             session=session,
             map_index=-1,
         )
+    resumed(dag_id, run_id)
+
+
+def resumed(dag_id: str, run_id: str, timeout: float = 120) -> None:
+    """On 3.3, see the answered task leave "awaiting input", resuming it as the api-server does if need be.
+
+    dag.test() writes the state its worker reported after the worker returns, and so can put an
+    "awaiting input" task the answer already resumed back to waiting; a deployment's executor
+    never does. Resuming it again is the call the answer's endpoint makes (``handle_event_submit``).
+    """
+    from airflow_tables.version_compat import AIRFLOW_V_3_3_PLUS
+
+    if not AIRFLOW_V_3_3_PLUS:
+        return
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.models.trigger import handle_event_submit
+    from airflow.triggers.base import TriggerEvent
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with create_session() as session:
+            query = select(TaskInstance).where(TaskInstance.dag_id == dag_id, TaskInstance.run_id == run_id)
+            ti = session.scalars(query).one()
+            if str(ti.state) not in ("awaiting_input", "scheduled"):
+                return
+            if str(ti.state) == "awaiting_input":
+                payload = ti.hitl_detail.as_resume_event_payload()
+                handle_event_submit(TriggerEvent(payload), task_instance=ti, session=session)
+        time.sleep(0.2)
+    raise TimeoutError(f"{dag_id}: the answered task did not resume within {timeout} s")
 
 
 def time_out(dag_id: str, run_id: str) -> None:
@@ -332,16 +366,26 @@ def time_out(dag_id: str, run_id: str) -> None:
         SchedulerJobRunner(job=Job()).check_awaiting_input_timeouts(session=session)
 
 
-def test_an_approved_change_is_sent(sw_dags, datatables_conn, table, tmp_path):
-    card_id, before = table
-    path = orders_like(tmp_path, ["order_id", "region", "amount"])
-    responder = Responder("sw_schema_approve", "Approve")
+def answered(sw_dags, dag_id: str, card_id: str, path: Path, answer: str | None, caplog, capfd, before_answer=None):
+    """Run ``dag_id`` while a responder gives ``answer`` to its form (``None``: lets it time out).
+
+    Returns the run, the form the responder saw and the run's log.
+    """
+    responder = Responder(dag_id, answer, before_answer=before_answer)
     responder.start()
-    dag_run = run(sw_dags, "sw_schema_approve", file_path=str(path), card_id=card_id)
+    with caplog.at_level(logging.INFO):
+        dag_run = run(sw_dags, dag_id, file_path=str(path), card_id=card_id)
     responder.join(5)
     assert responder.error is None, responder.error
-    assert responder.form["options"] == ["Approve", "Reject"]
-    assert "`note: removed`" in responder.form["body"] and card_id in responder.form["subject"]
+    return dag_run, responder.form, logged(caplog, capfd)
+
+
+def test_an_approved_change_is_sent(sw_dags, datatables_conn, table, tmp_path, caplog, capfd):
+    card_id, before = table
+    path = orders_like(tmp_path, ["order_id", "region", "amount"])
+    dag_run, form, _ = answered(sw_dags, "sw_schema_approve", card_id, path, "Approve", caplog, capfd)
+    assert form["options"] == ["Approve", "Reject"]
+    assert "`note: removed`" in form["body"] and card_id in form["subject"]
     assert state(dag_run, "replace") == "success"
     assert len(imports(datatables_conn)) == 1
     assert before["credits"] - datatables_conn.credits() == 1
@@ -352,45 +396,33 @@ def test_an_approved_change_is_sent(sw_dags, datatables_conn, table, tmp_path):
 def test_a_rejected_change_sends_nothing(sw_dags, datatables_conn, table, tmp_path, caplog, capfd):
     card_id, before = table
     path = orders_like(tmp_path, ORDERS, amount="n/a")
-    responder = Responder("sw_schema_approve", "Reject")
-    responder.start()
-    with caplog.at_level(logging.INFO):
-        dag_run = run(sw_dags, "sw_schema_approve", file_path=str(path), card_id=card_id)
-    responder.join(5)
-    assert responder.error is None, responder.error
-    assert "`amount: long -> string`" in responder.form["body"]
+    dag_run, form, text = answered(sw_dags, "sw_schema_approve", card_id, path, "Reject", caplog, capfd)
+    assert "`amount: long -> string`" in form["body"]
     assert_nothing_sent(datatables_conn, dag_run, card_id, before)
-    assert "reviewer rejected" in logged(caplog, capfd)
+    assert "reviewer rejected" in text
 
 
 def test_an_approval_does_not_cover_a_file_changed_after_it(sw_dags, datatables_conn, table, tmp_path, caplog, capfd):
     card_id, before = table
-    path = orders_like(tmp_path, ["order_id", "region", "amount"])
+    header = ["order_id", "region", "amount"]
+    path = orders_like(tmp_path, header)
 
     def change_the_file() -> None:
-        orders_like(tmp_path, ["order_id", "region", "amount"], amount=99)
+        orders_like(tmp_path, header, amount=99)
 
-    responder = Responder("sw_schema_approve", "Approve", before_answer=change_the_file)
-    responder.start()
-    with caplog.at_level(logging.INFO):
-        dag_run = run(sw_dags, "sw_schema_approve", file_path=str(path), card_id=card_id)
-    responder.join(5)
-    assert responder.error is None, responder.error
+    dag_run, _, text = answered(
+        sw_dags, "sw_schema_approve", card_id, path, "Approve", caplog, capfd, before_answer=change_the_file
+    )
     assert_nothing_sent(datatables_conn, dag_run, card_id, before)
-    assert "is not the one checked" in logged(caplog, capfd)
+    assert "is not the one checked" in text
 
 
 def test_an_unanswered_approval_sends_nothing(sw_dags, datatables_conn, table, tmp_path, caplog, capfd):
     card_id, before = table
     path = orders_like(tmp_path, ["order_id", "region", "amount"])
-    responder = Responder("sw_schema_approve_unanswered", None)
-    responder.start()
-    with caplog.at_level(logging.INFO):
-        dag_run = run(sw_dags, "sw_schema_approve_unanswered", file_path=str(path), card_id=card_id)
-    responder.join(5)
-    assert responder.error is None, responder.error
+    dag_run, _, text = answered(sw_dags, "sw_schema_approve_unanswered", card_id, path, None, caplog, capfd)
     assert_nothing_sent(datatables_conn, dag_run, card_id, before)
-    assert "nobody answered" in logged(caplog, capfd)
+    assert "nobody answered" in text
 
 
 def test_new_columns_need_no_approval(sw_dags, datatables_conn, table, tmp_path):

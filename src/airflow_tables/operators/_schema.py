@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from airflow_tables.model import Column, TableSummary
     from airflow_tables.operators.tables import DataTablesImportOperator
     from airflow_tables.sources import Source
+    from airflow_tables.validation import CsvReport
 
 POLICIES = ("allow_new_columns", "fail", "allow", "approve")
 #: The options of the approval form, and the method the deferred task resumes in.
@@ -166,12 +167,18 @@ class Approval:
 
 
 def check_schema(
-    task: DataTablesImportOperator, project: str, card_id: str, source: Source, table: TableSummary | None
+    task: DataTablesImportOperator,
+    project: str,
+    card_id: str,
+    source: Source,
+    table: TableSummary | None,
+    report: CsvReport | None = None,
 ) -> None:
     """Compare the file's columns with the table's, right before a replacement is sent; refuse as the policy says.
 
-    ``table`` is the look that found the table idle. Costs one fetch of the table (no credit),
-    none under ``"allow"``. Under ``"approve"`` a refused change defers the task to a person.
+    ``table`` is the look that found the table idle; ``report`` the task's validation report (its
+    columns, and their types when the scan typed them). Costs one fetch of the table (no credit),
+    none under ``"allow"``. Under ``"approve"`` a refused change waits for a person.
     """
     policy = task.on_schema_change
     if policy == "allow":
@@ -182,7 +189,7 @@ def check_schema(
     if not detail.columns:
         task.log.info("Table %s has no columns on record (not read yet?): nothing to compare", card_id)
         return
-    names, types = _file_schema(task, source)
+    names, types = _file_schema(source, report)
     if types is None:
         task.log.warning("%s: the columns' types are unknown, so only their names are compared", task.file_path)
     differences = compare(detail.columns, names, types)
@@ -206,14 +213,13 @@ def check_schema(
     )
 
 
-def _file_schema(task: DataTablesImportOperator, source: Source) -> tuple[list[str], list[str] | None]:
+def _file_schema(source: Source, report: CsvReport | None) -> tuple[list[str], list[str] | None]:
     """The file's columns as the service will name them, and their types, from the validation scan.
 
-    The task's own scan left them when it typed the columns (``_validation_report``); otherwise
-    (``validate=False``) the file is scanned here, once, for them.
+    The task's own scan gives them when it typed the columns (:func:`needs_column_types`);
+    otherwise (``validate=False``) the file is scanned here, once, for them.
     """
-    report = getattr(task, "_validation_report", None)
-    if report is None or getattr(report, "column_types", None) is None:
+    if report is None or report.column_types is None:
         from airflow_tables.validation import validate_source
 
         report = validate_source(source, column_types=True)

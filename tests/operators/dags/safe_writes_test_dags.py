@@ -54,7 +54,9 @@ with _dag("sw_schema_approve_unanswered"):
     )
 
 # Two DAGs feeding one table, with the default if_older="skip"; and the other two choices.
-for dag_id, if_older in (("sw_backfill_a", "skip"), ("sw_backfill_b", "skip"), ("sw_backfill_fail", "fail")):
+BACKFILLS = {"sw_backfill_a": "skip", "sw_backfill_b": "skip", "sw_backfill_fail": "fail"}
+BACKFILLS["sw_backfill_replace"] = "replace"
+for dag_id, if_older in BACKFILLS.items():
     with _dag(dag_id):
         DataTablesReplaceOperator(
             task_id="replace",
@@ -63,11 +65,3 @@ for dag_id, if_older in (("sw_backfill_a", "skip"), ("sw_backfill_b", "skip"), (
             if_older=if_older,
             **RUN,
         )
-with _dag("sw_backfill_replace"):
-    DataTablesReplaceOperator(
-        task_id="replace",
-        card_id="{{ params.card_id }}",
-        file_path="{{ params.file_path }}",
-        if_older="replace",
-        **RUN,
-    )
