@@ -1,11 +1,11 @@
-"""``on_schema_change="approve"`` in the real stack: the run waits, deferred, for a person's answer.
+"""``on_schema_change="approve"`` in the real stack: the run waits for a person's answer, given through the REST API.
 
 A DAG run (tests/e2e/dags/e2e_approval.py) imports the orders file, then replaces the table with
 the file less one column: the replace writes its approval form (Airflow's human-in-the-loop)
-and defers. The test finds the form through the REST API, photographs it in the Airflow UI
-(``docs/images/approval-form.png``, shown in docs/operators.md), approves it through the REST
-API (``PATCH .../hitlDetails``) and the run ends with the table replaced: one credit more, the
-column gone.
+and waits ("awaiting input" on Airflow 3.3, deferred below). The test finds the form through the
+REST API, photographs it in the Airflow UI (``docs/images/approval-form.png``, shown in
+docs/operators.md), approves it through the REST API (``PATCH .../hitlDetails``) and the run ends
+with the table replaced: one credit more, the column gone.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 ``import_orders`` imports the repo's orders file; ``drop_column`` writes the same file without its
 last column (``returned``); ``replace`` would then remove that column from the table, so it asks a
-person (human-in-the-loop) and waits, deferred, until the test answers through the REST API.
+person (human-in-the-loop) and waits ("awaiting input" on Airflow 3.3, deferred below) until the
+test answers through the REST API.
 Waits for reads run on the worker (not deferred): the test shortens the emulator's reading time.
 """
 
