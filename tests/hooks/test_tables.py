@@ -601,3 +601,32 @@ def test_an_https_host_against_plain_http_says_tls_failed_and_is_not_retried(mak
     assert f"http://{bare}" in text
     assert error.value.retryable is False and error.value.request_sent is False
     assert emulator.stats()["requests"] == []
+
+
+# -- table names and the names the service stores (issue 26 points 1 and 3) -----------------------------
+
+
+@pytest.mark.parametrize(
+    ("upload", "stored"),
+    [("orders.csv", "orders"), ("données.csv", "données"), ('say "hi".csv', "say %22hi%22"), ("a.CSV", "a")],
+)
+def test_the_name_the_service_stores_is_the_name_it_receives(hook, emulator, tmp_path, upload, stored):
+    from airflow_tables.hooks.tables import stored_name
+
+    path = tmp_path / upload
+    path.write_text("id,amount\n1,10\n", encoding="utf-8")
+    card_id = hook.import_csv(emulator.project_id, path)
+    assert stored_name(upload) == stored
+    assert next(c for c in emulator.list_cards() if c["CardID"] == card_id)["CardName"] == stored
+
+
+def test_table_name_is_sent_as_the_file_name(hook, emulator, csv_path):
+    card_id = hook.import_csv(emulator.project_id, csv_path, table_name="Orders (daily)")
+    assert next(c for c in emulator.list_cards() if c["CardID"] == card_id)["CardName"] == "Orders (daily)"
+
+
+@pytest.mark.parametrize("bad", ["", " padded ", "d1/orders", "a\\b", "two\nlines"])
+def test_a_table_name_that_cannot_be_a_file_name_fails_before_any_request(hook, emulator, csv_path, bad):
+    with pytest.raises(ValueError, match="table_name"):
+        hook.import_csv(emulator.project_id, csv_path, table_name=bad)
+    assert requests_to(emulator, "POST") == []

@@ -46,6 +46,33 @@ def retry_task(dags_module, dag_id: str, run_id: str, task_id: str):
     dag.test() cannot do this itself: it deletes and re-creates a run it is given again,
     and the task state store with it.
     """
+
+    def retry(ti, session) -> None:
+        ti.prepare_db_for_next_try(session)
+
+    return _next_try(dags_module, dag_id, run_id, task_id, retry)
+
+
+def clear_and_run(dags_module, dag_id: str, run_id: str, task_id: str):
+    """Clear a finished task through Airflow's own ``clear_task_instances`` (what the UI and the REST API
+    call), then run the try the scheduler gives a cleared task, as dag.test() does."""
+    from airflow.models.taskinstance import clear_task_instances
+
+    def clear(ti, session) -> None:
+        from airflow.utils import timezone
+        from airflow.utils.state import DagRunState
+
+        clear_task_instances([ti], session)
+        dag_run = ti.get_dagrun(session=session)
+        dag_run.state = DagRunState.RUNNING  # the scheduler starts the queued run again
+        dag_run.start_date = dag_run.start_date or timezone.utcnow()
+        session.commit()
+
+    return _next_try(dags_module, dag_id, run_id, task_id, clear)
+
+
+def _next_try(dags_module, dag_id: str, run_id: str, task_id: str, prepare):
+    """``prepare(ti, session)``, then the next try number and its run; return the DagRun as it then is."""
     from airflow.models.dagrun import DagRun
     from airflow.sdk.definitions.dag import _run_task
     from airflow.utils.session import create_session
@@ -55,8 +82,9 @@ def retry_task(dags_module, dag_id: str, run_id: str, task_id: str):
     with create_session() as session:
         dag_run = session.scalar(select(DagRun).where(DagRun.dag_id == dag_id, DagRun.run_id == run_id))
         ti = dag_run.get_task_instance(task_id, session=session)
-        ti.prepare_db_for_next_try(session)
-        ti.try_number += 1
+        prepare(ti, session)
+        ti = dag_run.get_task_instance(task_id, session=session)
+        ti.try_number += 1  # what the scheduler does when it schedules the task again
         ti.state = TaskInstanceState.SCHEDULED
         session.commit()
         session.refresh(ti)
@@ -86,29 +114,3 @@ def import_table(emulator, path: Path) -> str:
 
 def imports_since(emulator, before: dict) -> int:
     return emulator.stats()["imports_accepted"] - before["imports_accepted"]
-
-
-def clear_and_run(dags_module, dag_id: str, run_id: str, task_id: str):
-    """Clear a finished task through Airflow's own ``clear_task_instances`` (what the UI and the REST API call),
-    then run its next try as the scheduler would (the try number it gives a cleared task), as dag.test() does."""
-    from airflow.models.dagrun import DagRun
-    from airflow.models.taskinstance import clear_task_instances
-    from airflow.sdk.definitions.dag import _run_task
-    from airflow.utils.session import create_session
-    from airflow.utils.state import TaskInstanceState
-    from sqlalchemy import select
-
-    with create_session() as session:
-        dag_run = session.scalar(select(DagRun).where(DagRun.dag_id == dag_id, DagRun.run_id == run_id))
-        clear_task_instances([dag_run.get_task_instance(task_id, session=session)], session)
-        session.commit()
-        ti = dag_run.get_task_instance(task_id, session=session)
-        ti.try_number += 1  # what the scheduler does when it schedules the cleared task
-        ti.state = TaskInstanceState.SCHEDULED
-        session.commit()
-        session.refresh(ti)
-        _run_task(ti=ti, task=dags_module.DAGS[dag_id].task_dict[task_id], run_triggerer=True)
-    with create_session() as session:
-        dag_run = session.scalar(select(DagRun).where(DagRun.dag_id == dag_id, DagRun.run_id == run_id))
-        session.expunge_all()
-        return dag_run

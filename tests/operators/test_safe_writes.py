@@ -249,16 +249,33 @@ def test_table_name_refuses_a_path_when_the_dag_is_parsed_or_run(datatables_conn
 
 
 @pytest.mark.parametrize("dag_id", ["dt_import_read_fail", "dt_import_read_fail_defer"])
-def test_a_read_that_lost_a_row_fails_without_retry(dags_module, datatables_conn, stats, tmp_path, capfd, dag_id):
+@pytest.mark.parametrize(
+    ("reading", "error", "says"),
+    [
+        (
+            {"lose_rows": 1},
+            "DataTablesReadMismatchError",
+            "was read with 8 rows and 4 columns, but validation counted 9 rows and 4 columns",
+        ),
+        (
+            {"fail_readings": 1, "failure_reason": "row 3 has a date the service cannot read"},
+            "DataTablesUploadFailedError",
+            'its explanation: "Reading bad.csv failed: row 3 has a date the service cannot read."',
+        ),
+    ],
+    ids=["a read that lost a row", "a failed read"],
+)
+def test_a_bad_read_fails_without_retry_saying_why(
+    dags_module, datatables_conn, stats, tmp_path, capfd, dag_id, reading, error, says
+):
     emulator = datatables_conn
-    emulator.set_lose_rows(1)
-    dag_run = run(dags_module, dag_id, file_path=str(orders_csv(tmp_path, "short.csv", rows=9)))
+    emulator.set_settings(**reading)
+    dag_run = run(dags_module, dag_id, file_path=str(orders_csv(tmp_path, "bad.csv", rows=9)))
 
     ti = _ti(dag_run, "import")
     assert str(ti.state) == "failed" and ti.try_number == 1
     out = "".join(capfd.readouterr())
-    assert "DataTablesReadMismatchError" in out
-    assert "was read with 8 rows and 4 columns, but validation counted 9 rows and 4 columns" in out
+    assert error in out and says in out
     assert imports_since(emulator, stats) == 1 and stats["credits"] - emulator.credits() == 1
 
 
@@ -271,20 +288,6 @@ def test_a_read_mismatch_can_be_only_a_warning(dags_module, datatables_conn, tmp
     assert _table(emulator, xcom(dag_run, "import"))["Rows"] == 7
 
 
-@pytest.mark.parametrize("dag_id", ["dt_import_read_fail", "dt_import_read_fail_defer"])
-def test_a_failed_read_quotes_the_services_explanation(dags_module, datatables_conn, stats, tmp_path, capfd, dag_id):
-    emulator = datatables_conn
-    emulator.set_fail_readings(1, reason="row 3 has a date the service cannot read")
-    dag_run = run(dags_module, dag_id, file_path=str(orders_csv(tmp_path, "bad.csv", rows=4)))
-
-    ti = _ti(dag_run, "import")
-    assert str(ti.state) == "failed" and ti.try_number == 1
-    out = "".join(capfd.readouterr())
-    assert "DataTablesUploadFailedError" in out
-    assert 'its explanation: "Reading bad.csv failed: row 3 has a date the service cannot read."' in out
-    assert imports_since(emulator, stats) == 1 and stats["credits"] - emulator.credits() == 1
-
-
 def test_the_emulator_settings_refuse_nonsense(datatables_conn):
     from airflow_tables.emulator.testing import EmulatorError
 
@@ -293,3 +296,14 @@ def test_the_emulator_settings_refuse_nonsense(datatables_conn):
             datatables_conn.set_settings(**bad)
     datatables_conn.set_settings(lose_rows=0, failure_reason="x")
     datatables_conn.reset_settings()
+
+
+def test_a_table_name_that_renders_wrong_fails_without_a_request_or_a_retry(dags_module, datatables_conn, tmp_path):
+    emulator = datatables_conn
+    emulator.reset_stats()
+    credits = emulator.credits()
+    dag_run = run(dags_module, "dt_import_named", file_path=str(orders_csv(tmp_path)), table_name="d1/orders")
+    ti = _ti(dag_run, "import")
+    assert str(ti.state) == "failed" and ti.try_number == 1
+    assert [r for r in emulator.stats()["requests"] if r["method"] == "POST"] == []
+    assert emulator.credits() == credits

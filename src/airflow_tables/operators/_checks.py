@@ -54,6 +54,13 @@ def check_arguments(task: DataTablesImportOperator) -> None:
     problem = file_path_problem(task.file_path)
     if problem is None and task.replaces:
         problem = card_id_problem(task.card_id)
+    if problem is None and task.table_name is not None:
+        from airflow_tables.hooks.tables import upload_name
+
+        try:
+            upload_name("x.csv", task.table_name)
+        except ValueError as err:
+            problem = str(err)
     if problem is None:
         try:
             check_wait(task.poll_interval, task.timeout)

@@ -5,7 +5,9 @@
   anything else found there fails the task instead of being guessed at.
 * :class:`SentImport`: the note written just before the file is sent. When the import's answer
   is lost (``DataTablesImportUncertainError``), the next try reads it and :func:`adopt_lost_import`
-  finds the table the service did create (or the replacement it did start) instead of paying again.
+  adopts the table the service did create (or the replacement it did start) instead of paying
+  again, only on evidence (name as stored, time, validation's counts); else it fails naming them.
+* :func:`forget_cleared_job`: a task the user cleared starts a new job; a retry resumes.
 * :func:`unchanged`: ``skip_if_unchanged``'s decision, from the table's last upload record
   (:mod:`airflow_tables.utils.events`) and one look at the table.
 """
@@ -282,11 +284,6 @@ def unchanged(
 
     incr("imports_skipped", project_id=project)
     return Job(project, card_id, skipped=True)
-
-
-def _completion_time(summary: dict[str, Any] | None) -> str | None:
-    table = table_of(summary)
-    return table.completion_time if table else None
 
 
 def forget_cleared_job(store: Any, key: str, series: int, log: Any) -> None:

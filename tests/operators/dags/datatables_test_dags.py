@@ -244,7 +244,7 @@ with _dag("dt_import_sibling") as _sibling_dag:
 with _dag("dt_import_named") as _named_dag:
     _named_dag.params["table_name"] = ""
     DataTablesImportOperator(
-        task_id="import", file_path="{{ params.file_path }}", table_name="{{ params.table_name }}", **FAST
+        task_id="import", file_path="{{ params.file_path }}", table_name="{{ params.table_name }}", timeout=60, **RETRY
     )
 
 for _policy in ("fail", "warn"):
