@@ -42,13 +42,13 @@ def suites(quick: bool) -> list[list[str]]:
     return [
         ["validate.py", "--sizes", *sizes, "--repeat", repeat, "--pyarrow"],
         ["upload.py", "--size", "64" if quick else "512", "--repeat", "2" if quick else "5"],
-        ["sources.py", "--size", "64" if quick else "512", "--repeat", "1" if quick else "3"],
+        ["sources.py", "--size", *sizes, "--repeat", "1" if quick else "5"],
         ["wait.py"],
         ["emulator_read.py", "--sizes", *sizes, "--repeat", repeat],
         ["parse.py", "--repeat", "3" if quick else "7"],
         ["fingerprint.py", "--sizes", "64" if quick else "512", "--repeat", repeat],
         ["column_types.py", "--sizes", "64" if quick else "512", "--repeat", "3" if quick else "5"],
-        ["ui.py", "--repeat", "1" if quick else "3", "--refreshes", "2" if quick else "5"],
+        ["ui.py", "--tables", "2000" if quick else "10000", "--seconds", "20" if quick else "60"],
         ["expectations.py", "--size", "64" if quick else "512", "--repeat", "1"],
         ["replace_requests.py", "--repeat", "1" if quick else "3"],
     ]

@@ -329,13 +329,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--read-seconds", type=float, default=4.0, help="how long each import is being read")
     parser.add_argument("--anchor-rev", default=ANCHOR_REV, help="the git revision of today's page")
     parser.add_argument("--json", help="also write the report's rows here (for run_all.py)")
-    # The previous version's options, as run_all.py still passes them: --refreshes N keeps each page
-    # open N x 12 s (5: a minute, 2 for --quick); there is one run, so --repeat changes nothing.
-    parser.add_argument("--refreshes", type=int, help=argparse.SUPPRESS)
-    parser.add_argument("--repeat", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.refreshes:
-        args.seconds = 12.0 * args.refreshes
     home = Path(tempfile.mkdtemp(prefix="airflow-tables-bench-ui-"))
     os.environ["AIRFLOW_HOME"] = str(home)
     os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
