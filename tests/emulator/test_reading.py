@@ -107,9 +107,9 @@ def test_rows_are_counted_in_full_while_values_are_profiled_from_a_sample(client
     sample_note = f"In the first {profile.SAMPLE_ROWS:,} of {rows:,} rows"
     assert all(c["ColumnDescription"].startswith(sample_note) for c in detail["Columns"])
     assert f"profiled from the first {profile.SAMPLE_ROWS:,} rows" in detail["Description"]
-    # documented: the type comes from the sample, so a late non-number does not change it
-    assert detail["Columns"][0]["DataType"] == "long"
-    assert f"from 0 to {profile.SAMPLE_ROWS - 1:,}" in detail["Columns"][0]["ColumnDescription"]
+    # documented: the type is the whole file's (the scan types every field), so a late non-number changes it
+    assert detail["Columns"][0]["DataType"] == "string"
+    assert detail["Columns"][0]["ColumnDescription"].startswith(f"{sample_note}: Text, more than")
     assert "7 distinct values" in detail["Columns"][1]["ColumnDescription"]
 
 
