@@ -45,11 +45,11 @@ def test_every_csv_under_the_prefix_becomes_its_own_table(dags_module, datatable
         run_conf={"prefix": f"s3://{CONN_ID}@{bucket}/exports/", "encoding": None}, logical_date=now, run_after=now
     )
 
-    card_ids = xcom_all(dag_run, "import_file")
+    card_ids = xcom_all(dag_run, "import_file")  # each table named after its path below the prefix
     assert sorted(card_ids) == [0, 1, 2]  # one mapped task per CSV, the text file left alone
     assert {ti.state for ti in dag_run.get_task_instances() if ti.task_id == "import_file"} == {"success"}
     tables = {c["CardID"]: c for c in emulator.list_cards()}
-    assert sorted(tables[card]["CardName"] for card in card_ids.values()) == ["east", "north", "south"]
+    assert sorted(tables[card]["CardName"] for card in card_ids.values()) == ["2026.east", "north", "south"]
     assert all(tables[card]["Rows"] == 2 for card in card_ids.values())
     assert emulator.stats()["imports_accepted"] == 3
 

@@ -58,11 +58,6 @@ def test_validation_fingerprint_types_and_upload_read_the_object_once(
     assert received_bytes(datatables_conn, table) == CSV.encode()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="operators/_checks.py opened_source streams a file it does not validate, and the schema check then "
-    "scans it for types before the upload reads it again; it should stage it when _schema.needs_column_types(task)",
-)
 def test_a_replacement_that_only_checks_types_reads_the_object_once(
     dags_module, datatables_conn, s3_server, bucket, table
 ):

@@ -283,7 +283,7 @@ class Api:
         self.store.check_import(key.organisation, project_id, card_id)
         if upload.path is None:  # kept for every known caller's upload that is not too large
             raise ApiError(400, f"the file {upload.filename!r} was not received whole")
-        scan = await run_in_threadpool(scan_file, upload.path, self.config.limits)
+        scan = await run_in_threadpool(scan_file, upload.path, self.config.limits, column_types=True)
         if scan.errors:
             problems = "; ".join(str(p) for p in scan.errors)
             raise ApiError(422, f"the file {upload.filename!r} was refused and no credit was used: {problems}")

@@ -109,10 +109,11 @@ def opened_source(task: DataTablesImportOperator) -> Iterator[Source]:
     (``allowed_sources``, ``[datatables] allowed_sources``), fails the task (no retry);
     other storage errors may be retried.
     """
+    from airflow_tables.operators._schema import needs_column_types
     from airflow_tables.sources import SourceError, SourceNotAllowedError, SourceNotFoundError, open_source, staged
     from airflow_tables.validation.rules import MAX_BYTES
 
-    checked = task.validate or task.expectations is not None or task.skip_if_unchanged
+    checked = task.validate or task.expectations is not None or task.skip_if_unchanged or needs_column_types(task)
     with contextlib.ExitStack() as stack:
         try:
             source = open_source(task.file_path, encoding=task.encoding, allowed=task.allowed_sources)
@@ -166,9 +167,11 @@ def _validate(task: DataTablesImportOperator, context: Context, source: Source) 
     """
     if not task.validate and task.expectations is None:
         return None
+    from airflow_tables.operators._schema import needs_column_types
     from airflow_tables.validation import validate_source
 
-    report = validate_source(source)
+    # The schema check's column types come from this same scan (one read of the file).
+    report = validate_source(source, column_types=needs_column_types(task))
     task.log.info("%s", report.summary())
     for warning in report.warnings:
         task.log.warning("%s: %s", task.file_path, warning)

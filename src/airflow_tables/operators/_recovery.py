@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from airflow_tables.model import TableStatus, TableWatch
+from airflow_tables.operators._schema import APPROVAL_KEY
 from airflow_tables.utils.waiting import table_of
 from airflow_tables.version_compat import AirflowFailException
 
@@ -31,8 +32,9 @@ if TYPE_CHECKING:
 
 #: The durable note of an import sent but not yet answered (see :func:`adopt_lost_import`).
 PENDING_KEY = "datatables_import_sent"
-#: Every note the import keeps in ``durable_store`` beside its job (removed once the task has ended).
-NOTES = (PENDING_KEY,)
+#: Every note the import keeps in ``durable_store`` beside its job (removed once the task has ended, or
+#: when a clear starts a new job): the pending import, and a schema change shown for approval.
+NOTES = (PENDING_KEY, APPROVAL_KEY)
 
 
 def _is(value: object, *kinds: type) -> bool:
