@@ -39,7 +39,7 @@ def test_the_first_set_up_says_what_it_installs(tmp_path):
 
 
 def test_what_the_readme_s_commands_leave_behind_is_ignored():
-    leftovers = ["emulator-data/tables.json", ".airflow/airflow.db", "dist/airflow_tables-0.1.0.tar.gz", ".venv/x"]
+    leftovers = ["emulator-data/tables.json", ".airflow/airflow.db", "dist/airflow_tables-0.2.0.tar.gz", ".venv/x"]
     ignored = subprocess.run(
         ["git", "check-ignore", "--no-index", *leftovers], cwd=ROOT, capture_output=True, text=True
     ).stdout.split()
