@@ -233,6 +233,7 @@ class Responder(threading.Thread):
         self.dag_id, self.answer, self.before_answer, self.timeout = dag_id, answer, before_answer, timeout
         self.form: dict | None = None
         self.error: BaseException | None = None
+        self.run_ended = threading.Event()  # set by the test once dag.test() has returned
 
     def start(self) -> None:
         # Imported here, in the test's thread: a thread importing Airflow's modules while dag.test()
@@ -251,8 +252,31 @@ class Responder(threading.Thread):
     def run(self) -> None:
         try:
             self._answer()
+            self._settle()
         except BaseException as err:  # reported by the test
             self.error = err
+            end_the_wait(self.dag_id)  # else dag.test() would wait for ever for an answer that never comes
+
+    def _settle(self) -> None:
+        """Until dag.test() returns, resume the task each time dag.test() parks it again after the answer.
+
+        dag.test() writes back the state its worker reported once the worker returns, so an answered
+        task can find itself in "awaiting input" again at any moment after :func:`resumed` saw it leave
+        (Airflow 3.3; a deployment's executor never does this). The answer is on record: resuming it is
+        what the endpoint (or, without an answer, the scheduler's timeout sweep) does.
+        """
+        from airflow_tables.version_compat import AIRFLOW_V_3_3_PLUS
+
+        if not AIRFLOW_V_3_3_PLUS:
+            return
+        deadline = time.monotonic() + self.timeout
+        while not self.run_ended.wait(0.2):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{self.dag_id}: the run did not end within {self.timeout} s of the answer")
+            if self.answer is None:
+                sweep_timeouts()
+            else:
+                resume_answered(self.dag_id)
 
     def _answer(self) -> None:
         from airflow.models.hitl import HITLDetail
@@ -337,6 +361,52 @@ def resumed(dag_id: str, run_id: str, timeout: float = 120) -> None:
     raise TimeoutError(f"{dag_id}: the answered task did not resume within {timeout} s")
 
 
+def _parked(dag_id: str, session, states: tuple[str, ...] = ("awaiting_input",)):
+    """The ``replace`` task of ``dag_id`` waiting for its answer ("awaiting input" on 3.3), if one is."""
+    from airflow.models.taskinstance import TaskInstance
+    from sqlalchemy import select
+
+    query = select(TaskInstance).where(
+        TaskInstance.dag_id == dag_id, TaskInstance.task_id == "replace", TaskInstance.state.in_(states)
+    )
+    return session.scalars(query).first()
+
+
+def resume_answered(dag_id: str) -> None:
+    """Resume a parked task whose form has its answer, as the answer's endpoint does."""
+    from airflow.models.trigger import handle_event_submit
+    from airflow.triggers.base import TriggerEvent
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        ti = _parked(dag_id, session)
+        if ti is not None and ti.hitl_detail is not None and ti.hitl_detail.responded_at is not None:
+            handle_event_submit(
+                TriggerEvent(ti.hitl_detail.as_resume_event_payload()), task_instance=ti, session=session
+            )
+
+
+def sweep_timeouts() -> None:
+    """The scheduler's sweep of forms past their deadline (dag.test() runs no scheduler)."""
+    from airflow.jobs.job import Job
+    from airflow.jobs.scheduler_job_runner import SchedulerJobRunner
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        SchedulerJobRunner(job=Job()).check_awaiting_input_timeouts(session=session)
+
+
+def end_the_wait(dag_id: str) -> None:
+    """Fail a task left waiting for an answer (the responder failed), so that dag.test() returns."""
+    from airflow.utils.session import create_session
+    from airflow.utils.state import TaskInstanceState
+
+    with create_session() as session:
+        ti = _parked(dag_id, session, ("awaiting_input", "deferred"))  # deferred on the HITL trigger below 3.3
+        if ti is not None:
+            ti.state = TaskInstanceState.FAILED
+
+
 def time_out(dag_id: str, run_id: str) -> None:
     """On 3.3, once the deadline has passed, resolve the waiting task as the scheduler's timeout sweep does.
 
@@ -346,8 +416,6 @@ def time_out(dag_id: str, run_id: str) -> None:
 
     if not AIRFLOW_V_3_3_PLUS:
         return
-    from airflow.jobs.job import Job
-    from airflow.jobs.scheduler_job_runner import SchedulerJobRunner
     from airflow.models.taskinstance import TaskInstance
     from airflow.utils.session import create_session
     from sqlalchemy import select
@@ -362,8 +430,7 @@ def time_out(dag_id: str, run_id: str) -> None:
                 break
         time.sleep(0.1)
     time.sleep(1.2)  # the form's approval_timeout (1 s) passes
-    with create_session() as session:
-        SchedulerJobRunner(job=Job()).check_awaiting_input_timeouts(session=session)
+    sweep_timeouts()
 
 
 def answered(sw_dags, dag_id: str, card_id: str, path: Path, answer: str | None, caplog, capfd, before_answer=None):
@@ -375,6 +442,7 @@ def answered(sw_dags, dag_id: str, card_id: str, path: Path, answer: str | None,
     responder.start()
     with caplog.at_level(logging.INFO):
         dag_run = run(sw_dags, dag_id, file_path=str(path), card_id=card_id)
+    responder.run_ended.set()
     responder.join(5)
     assert responder.error is None, responder.error
     return dag_run, responder.form, logged(caplog, capfd)
