@@ -234,6 +234,7 @@ class Responder(threading.Thread):
         self.form: dict | None = None
         self.error: BaseException | None = None
         self.run_ended = threading.Event()  # set by the test once dag.test() has returned
+        self.run_id: str | None = None  # the run whose form was answered
 
     def start(self) -> None:
         # Imported here, in the test's thread: a thread importing Airflow's modules while dag.test()
@@ -255,14 +256,14 @@ class Responder(threading.Thread):
             self._settle()
         except BaseException as err:  # reported by the test
             self.error = err
-            end_the_wait(self.dag_id)  # else dag.test() would wait for ever for an answer that never comes
+            end_the_wait(self.dag_id, self.run_id)  # else dag.test() would wait for ever for an answer that never comes
 
     def _settle(self) -> None:
         """Until dag.test() returns, resume the task each time dag.test() parks it again after the answer.
 
         dag.test() writes back the state its worker reported once the worker returns, so an answered
-        task can find itself in "awaiting input" again at any moment after :func:`resumed` saw it leave
-        (Airflow 3.3; a deployment's executor never does this). The answer is on record: resuming it is
+        task can find itself in "awaiting input" again at any moment after it left it (Airflow 3.3; a
+        deployment's executor never does this). The answer is on record: resuming it is
         what the endpoint (or, without an answer, the scheduler's timeout sweep) does.
         """
         from airflow_tables.version_compat import AIRFLOW_V_3_3_PLUS
@@ -276,7 +277,7 @@ class Responder(threading.Thread):
             if self.answer is None:
                 sweep_timeouts()
             else:
-                resume_answered(self.dag_id)
+                resume_answered(self.dag_id, self.run_id)
 
     def _answer(self) -> None:
         from airflow.models.hitl import HITLDetail
@@ -298,6 +299,7 @@ class Responder(threading.Thread):
                 ).first()
                 if row is not None:
                     detail, run_id = row
+                    self.run_id = run_id
                     self.form = {"subject": detail.subject, "body": detail.body, "options": list(detail.options)}
                     break
             if time.monotonic() > deadline:
@@ -327,63 +329,34 @@ def respond(dag_id: str, run_id: str, option: str, user: str = "reviewer") -> No
             session=session,
             map_index=-1,
         )
-    resumed(dag_id, run_id)
 
 
-def resumed(dag_id: str, run_id: str, timeout: float = 120) -> None:
-    """On 3.3, see the answered task leave "awaiting input", resuming it as the api-server does if need be.
-
-    dag.test() writes the state its worker reported after the worker returns, and so can put an
-    "awaiting input" task the answer already resumed back to waiting; a deployment's executor
-    never does. Resuming it again is the call the answer's endpoint makes (``handle_event_submit``).
-    """
-    from airflow_tables.version_compat import AIRFLOW_V_3_3_PLUS
-
-    if not AIRFLOW_V_3_3_PLUS:
-        return
-    from airflow.models.taskinstance import TaskInstance
-    from airflow.models.trigger import handle_event_submit
-    from airflow.triggers.base import TriggerEvent
-    from airflow.utils.session import create_session
-    from sqlalchemy import select
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with create_session() as session:
-            query = select(TaskInstance).where(TaskInstance.dag_id == dag_id, TaskInstance.run_id == run_id)
-            ti = session.scalars(query).one()
-            if str(ti.state) not in ("awaiting_input", "scheduled"):
-                return
-            if str(ti.state) == "awaiting_input":
-                payload = ti.hitl_detail.as_resume_event_payload()
-                handle_event_submit(TriggerEvent(payload), task_instance=ti, session=session)
-        time.sleep(0.2)
-    raise TimeoutError(f"{dag_id}: the answered task did not resume within {timeout} s")
-
-
-def _parked(dag_id: str, session, states: tuple[str, ...] = ("awaiting_input",)):
-    """The ``replace`` task of ``dag_id`` waiting for its answer ("awaiting input" on 3.3), if one is."""
+def _parked(dag_id: str, run_id: str | None, session, states: tuple[str, ...] = ("awaiting_input",)):
+    """The ``replace`` task of the run (of any run of ``dag_id`` when not known) waiting for its answer."""
     from airflow.models.taskinstance import TaskInstance
     from sqlalchemy import select
 
     query = select(TaskInstance).where(
         TaskInstance.dag_id == dag_id, TaskInstance.task_id == "replace", TaskInstance.state.in_(states)
     )
+    if run_id is not None:
+        query = query.where(TaskInstance.run_id == run_id)
     return session.scalars(query).first()
 
 
-def resume_answered(dag_id: str) -> None:
-    """Resume a parked task whose form has its answer, as the answer's endpoint does."""
+def resume_answered(dag_id: str, run_id: str) -> None:
+    """Resume the run's parked task when its form has its answer, as the answer's endpoint does."""
+    from airflow.models.hitl import HITLDetail
     from airflow.models.trigger import handle_event_submit
     from airflow.triggers.base import TriggerEvent
     from airflow.utils.session import create_session
+    from sqlalchemy import select
 
     with create_session() as session:
-        ti = _parked(dag_id, session)
-        if ti is not None and ti.hitl_detail is not None and ti.hitl_detail.responded_at is not None:
-            handle_event_submit(
-                TriggerEvent(ti.hitl_detail.as_resume_event_payload()), task_instance=ti, session=session
-            )
+        ti = _parked(dag_id, run_id, session)
+        detail = None if ti is None else session.scalars(select(HITLDetail).where(HITLDetail.ti_id == ti.id)).first()
+        if ti is not None and detail is not None and detail.responded_at is not None:
+            handle_event_submit(TriggerEvent(detail.as_resume_event_payload()), task_instance=ti, session=session)
 
 
 def sweep_timeouts() -> None:
@@ -396,13 +369,13 @@ def sweep_timeouts() -> None:
         SchedulerJobRunner(job=Job()).check_awaiting_input_timeouts(session=session)
 
 
-def end_the_wait(dag_id: str) -> None:
+def end_the_wait(dag_id: str, run_id: str | None) -> None:
     """Fail a task left waiting for an answer (the responder failed), so that dag.test() returns."""
     from airflow.utils.session import create_session
     from airflow.utils.state import TaskInstanceState
 
     with create_session() as session:
-        ti = _parked(dag_id, session, ("awaiting_input", "deferred"))  # deferred on the HITL trigger below 3.3
+        ti = _parked(dag_id, run_id, session, ("awaiting_input", "deferred"))  # deferred on the HITL trigger below 3.3
         if ti is not None:
             ti.state = TaskInstanceState.FAILED
 
