@@ -121,10 +121,13 @@ class Run:
     seconds: float
     peak_mib: float
     stdout: str
+    # User + system CPU time of the process and the children it waited for (from os.wait4): steadier
+    # than wall time on a shared machine.
+    cpu_seconds: float
 
 
 def run_process(argv: list[str], env: dict | None = None) -> Run:
-    """Run a whole process; return its wall time, peak resident memory (it and its children) and output."""
+    """Run a whole process; return its wall time, CPU time, peak resident memory (it and its children) and output."""
     start = time.perf_counter()
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     out, err = b"", b""
@@ -135,7 +138,7 @@ def run_process(argv: list[str], env: dict | None = None) -> Run:
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0 and not out:
         raise RuntimeError(f"{argv[:3]} failed ({proc.returncode}): {err.decode(errors='replace')[-2000:]}")
-    return Run(seconds, usage.ru_maxrss / 1024, out.decode())
+    return Run(seconds, usage.ru_maxrss / 1024, out.decode(), cpu_seconds=usage.ru_utime + usage.ru_stime)
 
 
 def median_runs(make_runs, repeat: int) -> dict[str, list[Run]]:

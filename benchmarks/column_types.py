@@ -20,16 +20,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
-import subprocess
 import sys
-import time
-from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import Row, csv_file, machine, median_runs, python, write_rows  # noqa: E402
+from _common import Row, csv_file, machine, med, median_runs, python, run_process, write_rows  # noqa: E402
 
 from airflow_tables.validation import kernels  # noqa: E402
 
@@ -38,31 +34,6 @@ VALIDATE = (
     "r = validate_csv(sys.argv[1], column_types=sys.argv[2] == '1'); print(r.rows, r.column_types)"
 )
 TARGET, MEMORY_SLACK_MIB = 1.15, 4.0
-
-
-@dataclass
-class Run:
-    seconds: float
-    cpu_seconds: float
-    peak_mib: float
-    stdout: str
-
-
-def run_process(argv: list[str], env: dict | None = None) -> Run:
-    """A whole process: wall time, CPU time and peak resident memory (it and the children it waited for)."""
-    start = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
-    assert proc.stdout is not None
-    out = proc.stdout.read()
-    _, status, usage = os.wait4(proc.pid, 0)
-    seconds = time.perf_counter() - start
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise RuntimeError(f"{argv[:3]} failed ({os.waitstatus_to_exitcode(status)})")
-    return Run(seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, out.decode())
-
-
-def med(runs: list[Run], attr: str) -> float:
-    return statistics.median(getattr(r, attr) for r in runs)
 
 
 def main(argv: list[str] | None = None) -> int:
