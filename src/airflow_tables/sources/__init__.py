@@ -29,8 +29,8 @@ from dataclasses import dataclass, replace
 from typing import Any, BinaryIO, cast
 
 from airflow_tables.sources.allowed import ARGUMENT, SourceNotAllowedError, check_object, check_path, parse_prefixes
+from airflow_tables.sources.read_ahead import ReadAhead
 from airflow_tables.sources.storage import (
-    ObjectStream,
     SourceError,
     SourceNotFoundError,
     is_storage_path,
@@ -121,7 +121,7 @@ class Source:
             if self.codec is not None:
                 yield from Utf8Reader(raw, self.codec, block_size).blocks()
                 return
-            if isinstance(raw, ObjectStream):
+            if isinstance(raw, ReadAhead):
                 yield from raw.pieces()
                 return
             buffer = bytearray(block_size)

@@ -13,17 +13,16 @@ install; callers turn that into "nothing was sent".
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import functools
-import io
 import os
 import re
 import sys
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, BinaryIO, cast
+
+from airflow_tables.sources.read_ahead import ReadAhead
 
 if TYPE_CHECKING:
     import asyncio
@@ -151,104 +150,54 @@ def open_stream(fs: AbstractFileSystem, key: str, label: str) -> BinaryIO:
     """The object's bytes as a binary stream, in one request where the filesystem can.
 
     An asynchronous filesystem (s3fs, gcsfs...) can stream an object from one GET
-    (``open_async``): one request, the object as it was when it started. Others are read
-    in blocks of :data:`READ_BLOCK` (one ranged request each).
+    (``open_async``): one request, the object as it was when it started; for S3 that GET is
+    made over a URL the filesystem's client signs where that sends the same request
+    (:mod:`.presigned`: a third of the CPU). Others are read in blocks of :data:`READ_BLOCK`
+    (one ranged request each).
     """
     from fsspec.asyn import AsyncFileSystem
 
+    from airflow_tables.sources.presigned import presigned_stream
+
     if isinstance(fs, AsyncFileSystem) and type(fs).open_async is not AsyncFileSystem.open_async:
-        return cast(BinaryIO, ObjectStream(fs, key, label))
+        fast = presigned_stream(fs, key, label)
+        return cast(BinaryIO, fast if fast is not None else ObjectStream(fs, key, label))
     try:
         return fs.open(key, "rb", block_size=READ_BLOCK, cache_type="none")
     except Exception as err:
         raise SourceError(label, f"the storage refused or failed ({type(err).__name__}: {err})") from err
 
 
-class ObjectStream(io.RawIOBase):
+class ObjectStream(ReadAhead):
     """One streamed GET of an object, read ahead on fsspec's event loop while the caller works.
 
     A task on the storage's own event loop reads the response as it arrives and queues the
     pieces the HTTP client hands it (no copy), up to :data:`READ_AHEAD` bytes ahead of the
-    reader; the reader takes them from the queue (:meth:`pieces`, as they are, for the
-    upload; :meth:`readinto`, copied once into its buffer, for the scan). So the download
-    never waits for a block to be asked for, and the reader never waits for one to be
-    fetched unless the storage is the slower end (``docs/sources.md`` has the measurements).
-    One request: the object as it was when the GET started.
+    reader (:class:`.ReadAhead`). So the download never waits for a block to be asked for,
+    and the reader never waits for one to be fetched unless the storage is the slower end
+    (``docs/sources.md`` has the measurements). One request: the object as it was when the
+    GET started.
     """
 
     def __init__(self, fs: Any, key: str, label: str, read_ahead: int = READ_AHEAD, piece: int = READ_PIECE) -> None:
-        super().__init__()
+        super().__init__(label, read_ahead, piece)
         self.fs = fs
         self.key = key
-        self.label = label
-        self.read_ahead = read_ahead
-        self.piece = piece
-        #: The most bytes ever queued at once (at most ``read_ahead`` plus one piece).
-        self.peak_held = 0
-        self._ready = threading.Condition()
-        self._queue: collections.deque[bytes] = collections.deque()
-        self._held = 0
-        self._head = memoryview(b"")  # the piece being copied out by readinto()
-        self._ended = False
-        self._error: BaseException | None = None
         self._paused = False  # the pump waits for room
         self._room: asyncio.Event | None = None
         self._pump_future: concurrent.futures.Future[None] | None = None
 
-    def readable(self) -> bool:
-        return True
+    def _start(self) -> None:
+        import asyncio  # not at import: the validator of local files starts in milliseconds
 
-    def readinto(self, buffer: Any) -> int:
-        """Fill ``buffer`` (to its end, or to the object's), copying from the received pieces."""
-        target = memoryview(buffer).cast("B")
-        filled = 0
-        while filled < len(target):
-            if not self._head:
-                piece = self._take()
-                if piece is None:
-                    break
-                self._head = memoryview(piece)
-            n = min(len(self._head), len(target) - filled)
-            target[filled : filled + n] = self._head[:n]
-            self._head = self._head[n:]
-            filled += n
-        return filled
+        self._pump_future = asyncio.run_coroutine_threadsafe(self._pump(), self.fs.loop)
 
-    def pieces(self) -> Iterator[memoryview]:
-        """The rest of the object as the pieces the HTTP client received, handed over without a copy."""
-        if self._head:
-            head, self._head = self._head, memoryview(b"")
-            yield head
-        while (piece := self._take()) is not None:
-            yield memoryview(piece)
-
-    def _take(self) -> bytes | None:
-        """The next received piece, waiting for it; None at the end of the object."""
-        if self._pump_future is None:
-            import asyncio  # not at import: the validator of local files starts in milliseconds
-
-            self._pump_future = asyncio.run_coroutine_threadsafe(self._pump(), self.fs.loop)
-        with self._ready:
-            while not self._queue and not self._ended and self._error is None:
-                self._ready.wait()
-            if self._queue:
-                piece = self._queue.popleft()
-                self._held -= len(piece)
-                if self._paused and self._held <= self.read_ahead // 2:
-                    self._paused = False
-                    room = self._room
-                    assert room is not None  # made by the pump before it pauses
-                    self.fs.loop.call_soon_threadsafe(room.set)
-                return piece
-            if self._error is not None:
-                raise self._failure(self._error)
-            return None
-
-    def _failure(self, err: BaseException) -> OSError:
-        if isinstance(err, OSError):
-            return err
-        # the storage library's own error types: an OSError, saying which
-        return SourceError(self.label, f"reading failed ({type(err).__name__}: {err})")
+    def _taken(self) -> None:
+        if self._paused and self._held <= self.read_ahead // 2:
+            self._paused = False
+            room = self._room
+            assert room is not None  # made by the pump before it pauses
+            self.fs.loop.call_soon_threadsafe(room.set)
 
     async def _pump(self) -> None:
         """Read the GET's body into the queue, pausing while :data:`READ_AHEAD` bytes wait there."""
@@ -258,30 +207,21 @@ class ObjectStream(io.RawIOBase):
         try:
             file = await self.fs.open_async(self.key, "rb")
             try:
-                while True:
-                    piece = await file.read(self.piece)
+                while piece := await file.read(self.piece):
+                    self._put(memoryview(piece))
                     with self._ready:
-                        if piece:
-                            self._queue.append(piece)
-                            self._held += len(piece)
-                            self.peak_held = max(self.peak_held, self._held)
-                        else:
-                            self._ended = True
-                        self._ready.notify()
                         if self._held >= self.read_ahead:
                             self._paused = True
                             self._room.clear()
-                    if not piece:
-                        return
                     if self._paused:
                         await self._room.wait()
             finally:
                 with contextlib.suppress(Exception):  # closing a finished or failed GET: nothing left to do
                     await file.close()
         except Exception as err:  # handed to the reader, which raises it as an OSError naming the object
-            with self._ready:
-                self._error = err
-                self._ready.notify()
+            self._finish(err)
+        else:
+            self._finish()
 
     def close(self) -> None:
         if not self.closed:
@@ -292,8 +232,6 @@ class ObjectStream(io.RawIOBase):
                 future.cancel()  # a read cut short: stop the GET
                 with contextlib.suppress(Exception, concurrent.futures.CancelledError):
                     future.result(timeout=30)
-            self._queue.clear()
-            self._head = memoryview(b"")
         super().close()
 
 

@@ -1,0 +1,274 @@
+"""An S3 object's GET made over a presigned URL on a thread: the cheapest way to receive its bytes.
+
+Through s3fs, the body of a GET passes aiohttp's parser and buffers and the event loop's
+wake-ups, 64 KiB at a time: about 0.34 s of the task's CPU per 512 MiB, against 0.10 s for
+``http.client`` reading the same answer straight into reused 1 MiB buffers (``docs/sources.md``).
+Credentials, endpoint, region and signing stay s3fs's and Airflow's: the URL is signed by the
+filesystem's own client (``generate_presigned_url``), so every way an Airflow ``aws`` connection
+authenticates works unchanged, and only the transfer of the body is ours.
+
+The checksum that botocore checks on a GET is checked here too: a HEAD through the same client
+(``ChecksumMode=ENABLED``), made while the GET starts, gives the stored object's full-object
+checksum and ETag; the body is summed as it arrives and compared at its end, and a mismatch
+fails the read before its last piece is handed over (an upload then stops short: nothing is
+imported). An ETag that differs between the HEAD and the GET means the object changed between
+them: the standard GET is used instead.
+
+Used only where it reproduces what s3fs would send exactly; anything it does not (a proxy,
+a custom signer, server-side encryption keys, requester pays, versioned reads, TLS without
+verification or with a client certificate), and any answer but ``200`` before the first byte,
+falls back to the standard streamed GET (:class:`.storage.ObjectStream`). The signed URL is a
+credential for its few minutes: it is never logged or put in a message.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import http.client
+import logging
+import os
+import socket
+import ssl
+import threading
+import urllib.parse
+import urllib.request
+import zlib
+from typing import Any
+
+from airflow_tables.sources.read_ahead import ReadAhead
+from airflow_tables.sources.storage import SourceError
+
+log = logging.getLogger(__name__)
+
+#: Bytes received into each reused buffer: measured on 512 MiB (benchmarks/sources.py's client), 1 MiB
+#: buffers cost 0.37 s of CPU and 4 MiB 0.32 s (fewer calls between the threads), 8 MiB no less.
+PIECE = 4 * 1024 * 1024
+#: Bytes received ahead of the reader, at most (four buffers): the task's memory grows by this.
+READ_AHEAD = 16 * 1024 * 1024
+#: How long the signed URL is valid: it only has to start the GET (S3 checks it once, at the start).
+URL_SECONDS = 300
+#: The options of an ``s3fs`` filesystem this path cannot reproduce; with any of them set, s3fs reads.
+_CONFIG_KEPT_BY_S3FS = ("proxies", "proxies_config", "signature_version", "client_cert")
+
+
+class ChecksumMismatchError(SourceError):
+    """The bytes received are not the bytes stored: the storage's checksum of the object differs."""
+
+
+class PresignedGet(ReadAhead):
+    """The body of one GET, read on a thread into reused buffers, at most ``read_ahead`` bytes ahead."""
+
+    def __init__(
+        self,
+        connection: http.client.HTTPConnection,
+        response: http.client.HTTPResponse,
+        label: str,
+        checksum: _Checksum | None,
+        read_ahead: int,
+        piece: int,
+    ) -> None:
+        super().__init__(label, read_ahead, piece)
+        self._connection = connection
+        self._response = response
+        self._checksum = checksum
+        self._free: list[bytearray] = []
+        self._buffers = 0
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+
+    def _start(self) -> None:
+        self._thread = threading.Thread(target=self._receive, name=f"get {self.label}", daemon=True)
+        self._thread.start()
+
+    def _release(self, piece: memoryview) -> None:
+        buffer = piece.obj
+        piece.release()
+        with self._ready:
+            self._free.append(buffer)  # type: ignore[arg-type]  # every piece is a view of one of ours
+            self._ready.notify_all()
+
+    def _buffer(self) -> bytearray | None:
+        """A buffer to receive into: a given-back one, a new one while under the read-ahead, or None when closing."""
+        with self._ready:
+            while not self._free and self._buffers * self.piece >= self.read_ahead and not self._stopping:
+                self._ready.wait()
+            if self._stopping:
+                return None
+            if self._free:
+                return self._free.pop()
+            self._buffers += 1
+        return bytearray(self.piece)
+
+    def _receive(self) -> None:
+        try:
+            while (buffer := self._buffer()) is not None:
+                n = self._response.readinto(buffer)
+                if not n:
+                    if self._response.length:  # http.client's readinto() ends quietly where the answer was cut
+                        raise http.client.IncompleteRead(b"", self._response.length)
+                    if self._checksum is not None:
+                        self._checksum.check(self.label)
+                    self._finish()
+                    return
+                piece = memoryview(buffer)[:n]
+                if self._checksum is not None:
+                    self._checksum.update(piece)
+                self._put(piece)
+        except BaseException as err:  # handed to the reader, which raises it naming the object
+            self._finish(err if self._stopping or isinstance(err, OSError) else _as_os_error(self.label, err))
+        finally:
+            self._connection.close()
+
+    def close(self) -> None:
+        if not self.closed:
+            with self._ready:
+                self._stopping = True
+                self._ready.notify_all()
+            sock = self._connection.sock
+            if sock is not None:  # wakes a receive blocked on the socket: a read cut short stops the GET
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+            if self._thread is not None:
+                self._thread.join(timeout=30)
+            else:
+                self._connection.close()
+        super().close()
+
+
+def _as_os_error(label: str, err: BaseException) -> OSError:
+    return SourceError(label, f"reading failed ({type(err).__name__}: {err})")
+
+
+class _Checksum:
+    """The stored object's full-object checksum, and the running one of the bytes received."""
+
+    def __init__(self, name: str, expected: str) -> None:
+        self.name = name
+        self.expected = expected
+        self._crc = 0
+        self._hash = hashlib.new(name) if name in ("sha1", "sha256") else None
+
+    def update(self, data: memoryview) -> None:
+        if self._hash is not None:
+            self._hash.update(data)
+        else:
+            self._crc = zlib.crc32(data, self._crc)  # releases the GIL: the reader sends meanwhile
+
+    def check(self, label: str) -> None:
+        digest = self._hash.digest() if self._hash is not None else self._crc.to_bytes(4, "big")
+        got = base64.b64encode(digest).decode()
+        if got != self.expected:
+            raise ChecksumMismatchError(
+                label,
+                f"its bytes arrived changed in transit (the storage's {self.name.upper()} is {self.expected}, "
+                f"the bytes received give {got})",
+            )
+
+
+#: The checksums the standard library computes, as S3's HEAD names them; others (CRC32C, CRC64NVME)
+#: need awscrt, which botocore too needs to check them; without it botocore does not check them either.
+_CHECKSUMS = {"ChecksumCRC32": "crc32", "ChecksumSHA1": "sha1", "ChecksumSHA256": "sha256"}
+
+
+def _checksum_of(head: dict[str, Any]) -> _Checksum | None:
+    if head.get("ChecksumType", "FULL_OBJECT") != "FULL_OBJECT":
+        return None  # a composite checksum (a multipart upload's) is of the parts, not of the bytes
+    for field, name in _CHECKSUMS.items():
+        value = head.get(field)
+        if value and "-" not in value:
+            return _Checksum(name, value)
+    return None
+
+
+def presigned_stream(
+    fs: Any, key: str, label: str, read_ahead: int = READ_AHEAD, piece: int = PIECE
+) -> PresignedGet | None:
+    """The object's GET over a presigned URL, its answer's headers read; None where s3fs must read it.
+
+    None (and a debug line saying why) for a filesystem this path does not reproduce, or an
+    answer other than ``200`` with the ETag the HEAD saw; the caller then makes the standard
+    GET, which reports any real problem the way s3fs does.
+    """
+    why = _not_reproduced(fs)
+    if why:
+        log.debug("Reading %s through s3fs: %s", label, why)
+        return None
+    import asyncio
+
+    from fsspec.asyn import sync
+
+    bucket, object_key, _ = fs.split_path(key)
+    head = asyncio.run_coroutine_threadsafe(
+        fs.s3.head_object(Bucket=bucket, Key=object_key, ChecksumMode="ENABLED"), fs.loop
+    )
+    connection = None
+    try:
+        url = sync(
+            fs.loop, fs.s3.generate_presigned_url, "get_object", Params={"Bucket": bucket, "Key": object_key},
+            ExpiresIn=URL_SECONDS,
+        )  # fmt: skip
+        connection = _connect(fs, url)
+        parts = urllib.parse.urlsplit(url)
+        connection.request("GET", f"{parts.path}?{parts.query}", headers={"Accept-Encoding": "identity"})
+        response = connection.getresponse()
+        stored = head.result(timeout=_timeout(fs))
+        if response.status != 200 or response.getheader("ETag") != stored.get("ETag"):
+            why = f"the GET answered {response.status}" if response.status != 200 else "the object changed"
+            log.info("Reading %s through s3fs: %s over a signed URL", label, why)  # unexpected: say so
+            connection.close()
+            return None
+    except Exception as err:  # anything before the first byte: the standard GET says what is wrong
+        log.debug("Reading %s through s3fs: %s", label, type(err).__name__)
+        head.cancel()
+        if connection is not None:
+            connection.close()
+        return None
+    return PresignedGet(connection, response, label, _checksum_of(stored), read_ahead, piece)
+
+
+def _not_reproduced(fs: Any) -> str | None:
+    """Why a request this path would make could differ from the one s3fs makes; None when it cannot."""
+    try:
+        from s3fs import S3FileSystem
+    except ImportError:
+        return "not an S3 filesystem"
+    if not isinstance(fs, S3FileSystem):
+        return "not an S3 filesystem"
+    if fs.version_aware or fs.req_kw or fs.s3_additional_kwargs:
+        return "versioned reads, requester pays or extra request arguments"
+    if any(fs.config_kwargs.get(name) for name in _CONFIG_KEPT_BY_S3FS):
+        return "a proxy, a signer or a client certificate is configured"
+    if fs.client_kwargs.get("verify") is False:
+        return "TLS verification is turned off"
+    endpoint = fs.s3.meta.endpoint_url
+    parts = urllib.parse.urlsplit(endpoint)
+    if parts.scheme in urllib.request.getproxies() and not urllib.request.proxy_bypass(parts.hostname or ""):
+        return "a proxy is set in the environment"
+    return None
+
+
+def _timeout(fs: Any) -> float:
+    config = fs.s3.meta.config
+    return float(max(config.connect_timeout or 60, config.read_timeout or 60))
+
+
+def _connect(fs: Any, url: str) -> http.client.HTTPConnection:
+    parts = urllib.parse.urlsplit(url)
+    timeout = _timeout(fs)
+    if parts.scheme == "http":
+        return http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=timeout)
+    return http.client.HTTPSConnection(parts.hostname or "", parts.port, timeout=timeout, context=_tls(fs))
+
+
+def _tls(fs: Any) -> ssl.SSLContext:
+    """Verification as botocore does it: the client's ``verify`` bundle, ``AWS_CA_BUNDLE``, or certifi's."""
+    verify = fs.client_kwargs.get("verify")
+    bundle = verify if isinstance(verify, str) else None
+    bundle = bundle or os.environ.get("AWS_CA_BUNDLE") or fs.session.get_config_variable("ca_bundle")
+    if not bundle:
+        from botocore.httpsession import DEFAULT_CA_BUNDLE
+
+        bundle = DEFAULT_CA_BUNDLE
+    return ssl.create_default_context(cafile=bundle)

@@ -1,0 +1,217 @@
+"""An S3 object's GET over a URL signed by s3fs's own client, read on a thread (real S3 server, real proxies).
+
+The path is taken only where it sends what s3fs would; anything else, and any refusal before
+the first byte, is read by s3fs's own streamed GET. The stored checksum is checked, a read cut
+short stops its GET, and the signed URL (a credential for its few minutes) is never logged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import socket
+import threading
+import time
+
+import pytest
+from tests.sources.conftest import CONN_ID, cut_off_import, received_bytes
+
+from airflow_tables.sources import open_source
+from airflow_tables.sources.presigned import PresignedGet, presigned_stream
+from airflow_tables.sources.storage import ObjectStream, SourceError
+
+DATA = b"".join(b"%08d,north,%08d\n" % (i, i * 7) for i in range(200_000))  # 4.6 MB
+PIECE = 64 * 1024
+
+
+def _fs_and_key(uri: str):
+    from airflow.sdk import ObjectStoragePath
+
+    path = ObjectStoragePath(uri)
+    return path.fs, path.path
+
+
+def _until(condition, what: str, seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting until {what}"
+        time.sleep(0.005)
+
+
+def test_an_s3_object_is_read_over_one_signed_get_with_its_checksum_checked(s3_server, bucket, hook, emulator):
+    s3_server.put(bucket, "orders.csv", DATA)  # boto3 stores a CRC32 with it, as S3 does by default
+    source = open_source(f"s3://{CONN_ID}@{bucket}/orders.csv")
+    with source.open_stored() as raw:
+        assert isinstance(raw, PresignedGet)
+        assert raw._checksum is not None and raw._checksum.name == "crc32"
+    card_id = hook.import_csv(None, source)
+    assert received_bytes(emulator, card_id) == DATA
+    assert s3_server.reads(bucket, "orders.csv") == 2  # the stream opened above (never read) and the upload's
+
+
+def test_the_read_ahead_is_bounded_and_its_buffers_are_reused(s3_server, bucket):
+    s3_server.put(bucket, "big.csv", DATA)
+    fs, key = _fs_and_key(f"s3://{CONN_ID}@{bucket}/big.csv")
+    stream = presigned_stream(fs, key, "big.csv", read_ahead=256 * 1024, piece=PIECE)
+    assert stream is not None
+    with stream:
+        pieces = stream.pieces()
+        received = [bytes(next(pieces))]
+        # The reader holds its piece: the thread receives on, unasked, until the read-ahead is full.
+        _until(lambda: stream.peak_held >= 256 * 1024 - PIECE, "the read-ahead filled")
+        held = stream.peak_held
+        time.sleep(0.05)  # nothing more may arrive while every buffer is taken
+        assert stream.peak_held == held <= 256 * 1024
+        received += [bytes(piece) for piece in pieces]
+    assert b"".join(received) == DATA
+    assert stream._buffers == 256 * 1024 // PIECE  # 71 pieces through four buffers
+
+
+def test_closing_a_read_cut_short_stops_its_get(s3_server, bucket):
+    s3_server.put(bucket, "big.csv", DATA)
+    fs, key = _fs_and_key(f"s3://{CONN_ID}@{bucket}/big.csv")
+    stream = presigned_stream(fs, key, "big.csv", read_ahead=256 * 1024, piece=PIECE)
+    assert stream is not None
+    first = next(stream.pieces())
+    stream.close()
+    assert first and stream.closed
+    assert stream._thread is not None and not stream._thread.is_alive()
+    assert stream._connection.sock is None  # closed, not left to the garbage collector
+
+
+class _Proxy:
+    """A TCP proxy to the S3 server that can refuse signed URLs (403) or change one byte of an answer."""
+
+    def __init__(self, target: str, *, refuse_signed: bool = False, flip_at: int | None = None) -> None:
+        host, port = target.removeprefix("http://").split(":")
+        self.target = (host, int(port))
+        self.refuse_signed = refuse_signed
+        self.flip_at = flip_at
+        self.refused = 0
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
+
+    def _serve(self, client: socket.socket) -> None:
+        head = client.recv(65536)
+        if self.refuse_signed and b"Signature=" in head.split(b"\r\n", 1)[0]:
+            self.refused += 1
+            body = b"<Error><Code>AccessDenied</Code><Message>signed URLs are not allowed here</Message></Error>"
+            answer = b"HTTP/1.1 403 Forbidden\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body)
+            with contextlib.suppress(OSError):
+                client.sendall(answer)
+            client.close()
+            return
+        server = socket.create_connection(self.target)
+        server.sendall(head)
+        threading.Thread(target=self._relay, args=(client, server, None), daemon=True).start()
+        self._relay(server, client, self.flip_at)
+
+    @staticmethod
+    def _relay(source: socket.socket, sink: socket.socket, flip_at: int | None) -> None:
+        relayed = 0
+        with contextlib.suppress(OSError):  # either side closing ends the relay
+            while data := source.recv(65536):
+                if flip_at is not None and relayed <= flip_at < relayed + len(data):
+                    at = flip_at - relayed
+                    data = data[:at] + bytes([data[at] ^ 0x01]) + data[at + 1 :]
+                sink.sendall(data)
+                relayed += len(data)
+        for sock in (source, sink):
+            with contextlib.suppress(OSError):  # the other side may have closed it already
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+@pytest.fixture
+def through_proxy(s3_server, bucket, monkeypatch):
+    """Make ``s3://aws_proxied_<n>@<bucket>/...`` reach the S3 server through a :class:`_Proxy` of the test's settings."""
+    proxies = []
+
+    def make(**settings) -> tuple[str, _Proxy]:
+        proxy = _Proxy(s3_server.endpoint_url, **settings)
+        proxies.append(proxy)
+        conn = s3_server.connection()
+        conn["extra"] = {**conn["extra"], "endpoint_url": proxy.url, "config_kwargs": {"retries": {"max_attempts": 1}}}
+        conn_id = f"aws_proxied_{len(proxies)}_{proxy.url.rsplit(':', 1)[1]}"  # filesystems are cached per connection
+        monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", json.dumps(conn))
+        return f"s3://{conn_id}@{bucket}", proxy
+
+    yield make
+    for proxy in proxies:
+        proxy.close()
+
+
+def test_bytes_changed_in_transit_fail_the_read_and_nothing_is_imported(
+    s3_server, bucket, through_proxy, hook, emulator
+):
+    s3_server.put(bucket, "big.csv", DATA)
+    base, _ = through_proxy(flip_at=2 * 1024 * 1024)  # inside the body of a GET; a HEAD's answer is far shorter
+    source = open_source(f"{base}/big.csv")
+    with pytest.raises(SourceError, match=r"big\.csv: its bytes arrived changed in transit \(the storage's CRC32"):
+        for _ in source.blocks(PIECE):
+            pass
+    message = cut_off_import(hook, emulator, source)
+    assert "could not be read to its end" in message and "arrived changed in transit" in message
+
+
+def test_a_storage_that_refuses_signed_urls_is_read_by_s3fs(s3_server, bucket, through_proxy, hook, emulator, caplog):
+    s3_server.put(bucket, "orders.csv", DATA)
+    base, proxy = through_proxy(refuse_signed=True)
+    caplog.set_level(logging.DEBUG, logger="airflow_tables.sources.presigned")
+    source = open_source(f"{base}/orders.csv")
+    with source.open_stored() as raw:
+        assert isinstance(raw, ObjectStream)
+    card_id = hook.import_csv(None, source)
+    assert received_bytes(emulator, card_id) == DATA and proxy.refused == 2
+    assert "orders.csv through s3fs: the GET answered 403 over a signed URL" in caplog.text
+    assert "Signature" not in caplog.text and "testing-access-key" not in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("options", "why"),
+    [
+        ({"requester_pays": True}, "versioned reads, requester pays or extra request arguments"),
+        ({"version_aware": True}, "versioned reads, requester pays or extra request arguments"),
+        ({"s3_additional_kwargs": {"SSECustomerAlgorithm": "AES256"}}, "versioned reads, requester pays"),
+        ({"config_kwargs": {"proxies": {"http": "http://127.0.0.1:9"}}}, "a proxy, a signer or a client certificate"),
+        ({"client_kwargs": {"verify": False}}, "TLS verification is turned off"),
+    ],
+    ids=["requester pays", "versioned", "encryption keys", "a proxy", "no TLS verification"],
+)
+def test_what_a_signed_url_would_not_send_is_left_to_s3fs(s3_server, bucket, caplog, options, why):
+    import s3fs
+    from tests._s3 import ACCESS_KEY, REGION, SECRET_KEY
+
+    s3_server.put(bucket, "orders.csv", DATA)
+    client_kwargs = {"region_name": REGION, **options.pop("client_kwargs", {})}
+    fs = s3fs.S3FileSystem(
+        key=ACCESS_KEY, secret=SECRET_KEY, endpoint_url=s3_server.endpoint_url, client_kwargs=client_kwargs,
+        skip_instance_cache=True, **options,
+    )  # fmt: skip
+    caplog.set_level(logging.DEBUG, logger="airflow_tables.sources.presigned")
+    assert presigned_stream(fs, f"{bucket}/orders.csv", "orders.csv") is None
+    assert why in caplog.text
+
+
+def test_a_proxy_in_the_environment_is_left_to_s3fs(s3_server, bucket, monkeypatch, caplog):
+    s3_server.put(bucket, "orders.csv", DATA)
+    fs, key = _fs_and_key(f"s3://{CONN_ID}@{bucket}/orders.csv")
+    monkeypatch.setenv("http_proxy", "http://127.0.0.1:9")
+    monkeypatch.delenv("no_proxy", raising=False)
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    caplog.set_level(logging.DEBUG, logger="airflow_tables.sources.presigned")
+    assert presigned_stream(fs, key, "orders.csv") is None
+    assert "a proxy is set in the environment" in caplog.text
