@@ -21,6 +21,9 @@ runs in a process of its own, all of them once a round in a shuffled order, and 
 
 Every figure is the median of ``--repeat`` rounds with its spread (lowest-highest), and the CPU
 each side spent (the contender, the S3 server, the service): on two cores the three share them.
+The time until the S3 server's first byte is shown apart (moto prepares a large answer before it
+sends any of it; every client waits the same): an upload cannot start before it, so the import is
+also shown against the download and that first byte plus the upload alone, whichever is later.
 """
 
 from __future__ import annotations
@@ -63,13 +66,37 @@ def client(mode: str, target: str) -> None:
         return ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024
 
     work = _contender(mode, target)
+    _watch_first_byte()
     cpu_before, before = usage()
     started = time.perf_counter()
     detail = work()
     seconds = time.perf_counter() - started
     cpu_after, peak = usage()
     result = {"seconds": seconds, "cpu": cpu_after - cpu_before, "rss_before": before, "peak": peak}
+    if "at" in FIRST_BYTE:
+        result["first_byte"] = FIRST_BYTE["at"] - started
     print(json.dumps({**result, "detail": detail}))
+
+
+#: When the contender received its first byte from the S3 server (``perf_counter``), if it read one.
+FIRST_BYTE: dict[str, float] = {}
+
+
+def _watch_first_byte() -> None:
+    """Note when the first piece of an object arrives, for the report's split of the time at the first byte.
+
+    The S3 server takes a while before it answers a large GET at all (moto copies the object
+    first); no client can overlap anything with that, so the report shows it apart.
+    """
+    from airflow_tables.sources.read_ahead import ReadAhead
+
+    put = ReadAhead._put
+
+    def noting_put(self: ReadAhead, piece: memoryview) -> None:
+        FIRST_BYTE.setdefault("at", time.perf_counter())
+        put(self, piece)
+
+    ReadAhead._put = noting_put  # type: ignore[method-assign]
 
 
 def _contender(mode: str, target: str):  # noqa: ANN202 - a zero-argument callable, prepared before timing
@@ -85,6 +112,7 @@ def _contender(mode: str, target: str):  # noqa: ANN202 - a zero-argument callab
             total = 0
             with open(os.devnull, "wb") as sink:
                 for chunk in body.iter_chunks(MIB):
+                    FIRST_BYTE.setdefault("at", time.perf_counter())
                     sink.write(chunk)
                     total += len(chunk)
             return total
@@ -261,6 +289,22 @@ def report(size_mib: int, figures: dict[str, Figure], checks: list[str], load: s
     print(f"cp1252's counting pass (the UTF-8 length for Content-Length): {count:.3f} s, median")
     download, upload = figures["download"].med(), figures["upload"].med()
     slower, both = max(download, upload), download + upload
+    first = {name: figures[name].med("first_byte") for name in ("download", "import", "validate")}
+    imp_med = figures["import"].med()
+    after = {name: figures[name].med() - first[name] for name in first}
+    print(
+        f"the S3 server's first byte came after {first['download']:.2f} s (download), {first['import']:.2f} s "
+        f"(import), {first['validate']:.2f} s (validate): nothing can flow before it. After it: download "
+        f"{after['download']:.2f} s, upload alone {upload:.2f} s, import {after['import']:.2f} s "
+        f"({after['import'] / max(after['download'], upload):.2f}x the slower), validate {after['validate']:.2f} s "
+        f"({after['validate'] / after['download']:.2f}x the download)"
+    )
+    # The upload of an object cannot start before its first byte exists: the limit, counted from there.
+    from_first = max(download, first["download"] + upload)
+    at_first = (
+        f"first byte at {first['import']:.2f} s; {imp_med / from_first:.2f}x max(download, its first byte + upload) "
+        f"= {from_first:.2f} s"
+    )
     limits = f"download {download:.2f} s, upload {upload:.2f} s: max {slower:.2f}, sum {both:.2f}"
     mib = f"{size_mib} MiB"
     checked = f"{ok}/{len(checks)} byte-checked"
@@ -270,7 +314,7 @@ def report(size_mib: int, figures: dict[str, Figure], checks: list[str], load: s
         Row(
             "object storage",
             f"{mib} s3:// object through import_csv vs the slower of download and upload alone, {checked}",
-            f"{imp.med():.2f} s ({imp.spread()}; {imp.med() / both:.2f}x the sum)",
+            f"{imp.med():.2f} s ({imp.spread()}; {imp.med() / both:.2f}x the sum; {at_first})",
             limits,
             imp.med() / slower,
             f"+{imp.growth():.0f} MiB",
@@ -280,7 +324,8 @@ def report(size_mib: int, figures: dict[str, Figure], checks: list[str], load: s
         Row(
             "object storage",
             f"{mib} s3:// object through validate_csv vs the download alone",
-            f"{validate.med():.2f} s ({validate.spread()})",
+            f"{validate.med():.2f} s ({validate.spread()}; first byte at {first['validate']:.2f} s, then "
+            f"{after['validate']:.2f} s vs {after['download']:.2f})",
             f"{download:.2f} s ({figures['download'].spread()})",
             validate.med() / download,
             f"+{validate.growth():.0f} MiB",
