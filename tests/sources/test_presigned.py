@@ -137,7 +137,7 @@ class _Proxy:
 
 @pytest.fixture
 def through_proxy(s3_server, bucket, monkeypatch):
-    """Make ``s3://aws_proxied_<n>@<bucket>/...`` reach the S3 server through a :class:`_Proxy` of the test's settings."""
+    """``s3://aws_proxied_<n>@<bucket>/...``: the S3 server, through a :class:`_Proxy` of the test's settings."""
     proxies = []
 
     def make(**settings) -> tuple[str, _Proxy]:

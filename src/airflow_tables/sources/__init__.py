@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 from typing import Any, BinaryIO, cast
 
 from airflow_tables.sources.allowed import ARGUMENT, SourceNotAllowedError, check_object, check_path, parse_prefixes
-from airflow_tables.sources.read_ahead import ReadAhead
+from airflow_tables.sources.read_ahead import FileReadAhead, ReadAhead
 from airflow_tables.sources.storage import (
     SourceError,
     SourceNotFoundError,
@@ -64,6 +64,8 @@ __all__ = [
 
 #: Bytes copied at a time into a staged copy.
 COPY_BLOCK = 1024 * 1024
+#: Blocks of a file read ahead of its upload, on a thread of their own (the file's read and the send overlap).
+FILE_READ_AHEAD = 4
 #: Threads that count a local file's UTF-8 length in a single-byte code page (the upload waits for it).
 COUNT_THREADS = min(2, os.cpu_count() or 1)
 
@@ -114,8 +116,9 @@ class Source:
         """The bytes the service receives, a block of about ``block_size`` at a time.
 
         Each view is valid until the next is asked for: the blocks are read (and converted)
-        into reused buffers, for a reader that passes them on without keeping them. A
-        streamed object's blocks are the pieces its GET received, handed over as they are.
+        into reused buffers, for a reader that passes them on without keeping them. A file's
+        blocks are read on a thread a few blocks ahead (:class:`.FileReadAhead`: the read and
+        the send overlap); a streamed object's are the pieces its GET received, as they are.
         """
         with self.open_stored() as raw:
             if self.codec is not None:
@@ -124,10 +127,8 @@ class Source:
             if isinstance(raw, ReadAhead):
                 yield from raw.pieces()
                 return
-            buffer = bytearray(block_size)
-            view = memoryview(buffer)
-            while n := raw.readinto(buffer):  # type: ignore[attr-defined]  # every opener gives a raw or buffered reader
-                yield view[:n]
+            with FileReadAhead(raw, self.label, FILE_READ_AHEAD * block_size, block_size) as ahead:
+                yield from ahead.pieces()
 
     def utf8_size(self) -> int:
         """Bytes the service receives. A declared encoding costs one pass over the file to count them.

@@ -31,13 +31,12 @@ import logging
 import os
 import socket
 import ssl
-import threading
 import urllib.parse
 import urllib.request
 import zlib
 from typing import Any
 
-from airflow_tables.sources.read_ahead import ReadAhead
+from airflow_tables.sources.read_ahead import ThreadedReadAhead
 from airflow_tables.sources.storage import SourceError
 
 log = logging.getLogger(__name__)
@@ -59,7 +58,7 @@ class ChecksumMismatchError(SourceError):
     """The bytes received are not the bytes stored: the storage's checksum of the object differs."""
 
 
-class PresignedGet(ReadAhead):
+class PresignedGet(ThreadedReadAhead):
     """The body of one GET, read on a thread into reused buffers, at most ``read_ahead`` bytes ahead."""
 
     def __init__(
@@ -75,72 +74,28 @@ class PresignedGet(ReadAhead):
         self._connection = connection
         self._response = response
         self._checksum = checksum
-        self._free: list[bytearray] = []
-        self._buffers = 0
-        self._stopping = False
-        self._thread: threading.Thread | None = None
 
-    def _start(self) -> None:
-        self._thread = threading.Thread(target=self._receive, name=f"get {self.label}", daemon=True)
-        self._thread.start()
+    def _read_into(self, buffer: bytearray) -> int:
+        return self._response.readinto(buffer)
 
-    def _release(self, piece: memoryview) -> None:
-        buffer = piece.obj
-        piece.release()
-        with self._ready:
-            self._free.append(buffer)  # type: ignore[arg-type]  # every piece is a view of one of ours
-            self._ready.notify_all()
+    def _received(self, piece: memoryview) -> None:
+        if self._checksum is not None:
+            self._checksum.update(piece)
 
-    def _buffer(self) -> bytearray | None:
-        """A buffer to receive into: a given-back one, a new one while under the read-ahead, or None when closing."""
-        with self._ready:
-            while not self._free and self._buffers * self.piece >= self.read_ahead and not self._stopping:
-                self._ready.wait()
-            if self._stopping:
-                return None
-            if self._free:
-                return self._free.pop()
-            self._buffers += 1
-        return bytearray(self.piece)
+    def _at_end(self) -> None:
+        if self._response.length:  # http.client's readinto() ends quietly where the answer was cut
+            raise http.client.IncompleteRead(b"", self._response.length)
+        if self._checksum is not None:
+            self._checksum.check(self.label)
 
-    def _receive(self) -> None:
-        try:
-            while (buffer := self._buffer()) is not None:
-                n = self._response.readinto(buffer)
-                if not n:
-                    if self._response.length:  # http.client's readinto() ends quietly where the answer was cut
-                        raise http.client.IncompleteRead(b"", self._response.length)
-                    if self._checksum is not None:
-                        self._checksum.check(self.label)
-                    self._finish()
-                    return
-                piece = memoryview(buffer)[:n]
-                if self._checksum is not None:
-                    self._checksum.update(piece)
-                self._put(piece)
-        except BaseException as err:  # handed to the reader, which raises it naming the object
-            self._finish(err if self._stopping or isinstance(err, OSError) else _as_os_error(self.label, err))
-        finally:
-            self._connection.close()
+    def _interrupt(self) -> None:
+        sock = self._connection.sock
+        if sock is not None:  # wakes a receive blocked on the socket: a read cut short stops the GET
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
 
-    def close(self) -> None:
-        if not self.closed:
-            with self._ready:
-                self._stopping = True
-                self._ready.notify_all()
-            sock = self._connection.sock
-            if sock is not None:  # wakes a receive blocked on the socket: a read cut short stops the GET
-                with contextlib.suppress(OSError):
-                    sock.shutdown(socket.SHUT_RDWR)
-            if self._thread is not None:
-                self._thread.join(timeout=30)
-            else:
-                self._connection.close()
-        super().close()
-
-
-def _as_os_error(label: str, err: BaseException) -> OSError:
-    return SourceError(label, f"reading failed ({type(err).__name__}: {err})")
+    def _close_source(self) -> None:
+        self._connection.close()
 
 
 class _Checksum:

@@ -140,3 +140,104 @@ class ReadAhead(io.RawIOBase):
             self._head = memoryview(b"")
             self._lent = None
         super().close()
+
+
+class ThreadedReadAhead(ReadAhead):
+    """A producer thread that reads into a pool of reused buffers, ``read_ahead // piece`` of them.
+
+    A buffer goes back to the pool when the reader is done with its piece, so the whole read
+    costs that many allocations (and their page faults) whatever the size. A subclass says how
+    to read (:meth:`_read_into`) and may check each piece (:meth:`_received`) and the end
+    (:meth:`_at_end`), wake a read blocked when the reader closes early (:meth:`_interrupt`)
+    and release what it read from (:meth:`_close_source`, once, on the producer's thread or at
+    close when it never started).
+    """
+
+    def __init__(self, label: str, read_ahead: int, piece: int) -> None:
+        super().__init__(label, read_ahead, piece)
+        self._free: list[bytearray] = []
+        self._buffers = 0
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+
+    def _read_into(self, buffer: bytearray) -> int:
+        raise NotImplementedError
+
+    def _received(self, piece: memoryview) -> None:
+        """A piece was read, before the reader can see it."""
+
+    def _at_end(self) -> None:
+        """The read came to its end; raise to fail it instead."""
+
+    def _interrupt(self) -> None:
+        """The reader closed the stream: wake a read that may be blocked."""
+
+    def _close_source(self) -> None:
+        """Release what the pieces are read from."""
+
+    def _start(self) -> None:
+        self._thread = threading.Thread(target=self._produce, name=f"read {self.label}", daemon=True)
+        self._thread.start()
+
+    def _release(self, piece: memoryview) -> None:
+        buffer = piece.obj
+        piece.release()
+        with self._ready:
+            self._free.append(buffer)  # type: ignore[arg-type]  # every piece is a view of one of ours
+            self._ready.notify_all()
+
+    def _buffer(self) -> bytearray | None:
+        """A buffer to read into: a given-back one, a new one while under the read-ahead, or None when closing."""
+        with self._ready:
+            while not self._free and self._buffers * self.piece >= self.read_ahead and not self._stopping:
+                self._ready.wait()
+            if self._stopping:
+                return None
+            if self._free:
+                return self._free.pop()
+            self._buffers += 1
+        return bytearray(self.piece)
+
+    def _produce(self) -> None:
+        try:
+            while (buffer := self._buffer()) is not None:
+                n = self._read_into(buffer)
+                if not n:
+                    self._at_end()
+                    self._finish()
+                    return
+                piece = memoryview(buffer)[:n]
+                self._received(piece)
+                self._put(piece)
+        except BaseException as err:  # handed to the reader, which raises it naming the source
+            self._finish(err)
+        finally:
+            self._close_source()
+
+    def close(self) -> None:
+        if not self.closed:
+            with self._ready:
+                self._stopping = True
+                self._ready.notify_all()
+            self._interrupt()
+            if self._thread is not None:
+                self._thread.join(timeout=30)
+            else:
+                self._close_source()
+        super().close()
+
+
+class FileReadAhead(ThreadedReadAhead):
+    """A file (or any raw reader) read on a thread while the reader sends what was read before.
+
+    Reading a local file copies it from the page cache; sending copies it into the socket. On
+    one thread the two take turns; here they overlap, each on a core of its own. The reader
+    that was given stays the caller's to close, after this stream.
+    """
+
+    def __init__(self, raw: Any, label: str, read_ahead: int, piece: int) -> None:
+        super().__init__(label, read_ahead, piece)
+        self._raw = raw
+
+    def _read_into(self, buffer: bytearray) -> int:
+        return int(self._raw.readinto(buffer) or 0)
