@@ -76,3 +76,13 @@ def test_a_read_error_reaches_the_reader_after_the_blocks_read_before_it():
     with ahead, pytest.raises(OSError, match="the disk went away"):
         send_all(ahead)
     assert b"".join(received) == DATA[: 3 * PIECE + 10]
+
+
+@pytest.mark.parametrize("encoding", ["cp1252", "utf-16", "shift_jis"])
+def test_a_declared_encoding_is_converted_from_the_pieces_read_ahead(tmp_path, encoding):
+    text = "id,name\n1,Zoë\n2,Ærø\n" * 300 if encoding == "cp1252" else "列1,列2\n値,価格\n" * 300
+    path = tmp_path / "orders.csv"
+    path.write_bytes(text.encode(encoding))
+    # Seven-byte blocks: characters (and utf-16's byte-order mark) are split between pieces everywhere.
+    sent = b"".join(bytes(block) for block in open_source(str(path), encoding=encoding).blocks(7))
+    assert sent == text.encode()

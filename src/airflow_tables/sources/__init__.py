@@ -119,10 +119,15 @@ class Source:
         into reused buffers, for a reader that passes them on without keeping them. A file's
         blocks are read on a thread a few blocks ahead (:class:`.FileReadAhead`: the read and
         the send overlap); a streamed object's are the pieces its GET received, as they are.
+        Either is converted piece by piece where it was read, when an encoding was declared.
         """
         with self.open_stored() as raw:
             if self.codec is not None:
-                yield from Utf8Reader(raw, self.codec, block_size).blocks()
+                if isinstance(raw, ReadAhead):
+                    yield from Utf8Reader(raw, self.codec, block_size).blocks()
+                    return
+                with FileReadAhead(raw, self.label, FILE_READ_AHEAD * block_size, block_size) as ahead:
+                    yield from Utf8Reader(cast(BinaryIO, ahead), self.codec, block_size).blocks()
                 return
             if isinstance(raw, ReadAhead):
                 yield from raw.pieces()

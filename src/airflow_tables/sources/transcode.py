@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import BinaryIO
 
+from airflow_tables.sources.read_ahead import ReadAhead
+
 _transcode: ModuleType | None
 try:
     # A compiled module: no stub, so the checker does not know it (see setup.py).
@@ -273,7 +275,9 @@ class Utf8Reader(io.RawIOBase):
 
     The source is read into one reused buffer and converted into another, both small enough
     to stay in the CPU's cache (a new 1 MiB ``bytes`` a read, converted into 3 MiB, made the
-    conversion slower; the converted send is measured in ``benchmarks/sources.py``).
+    conversion slower; the converted send is measured in ``benchmarks/sources.py``). A source
+    that reads ahead on a thread of its own (:class:`.ReadAhead`) is converted from its pieces,
+    without a copy into that buffer: its read overlaps the conversion and the send.
     """
 
     def __init__(self, raw: BinaryIO, codec: Codec, block_size: int = BLOCK_BYTES) -> None:
@@ -309,6 +313,18 @@ class Utf8Reader(io.RawIOBase):
             self._position += len(self._pending)
             yield self._pending
             self._pending = memoryview(b"")
+        if isinstance(self.raw, ReadAhead):  # its pieces are converted where they are: no copy into ours
+            for piece in self.raw.pieces():
+                out = self.converter.convert(piece)
+                self._position += len(out)
+                if out:
+                    yield out
+            self._eof = True
+            out = self.converter.convert(b"", final=True)
+            self._position += len(out)
+            if out:
+                yield out
+            return
         while not self._eof:
             n = self.raw.readinto(self._block)  # type: ignore[attr-defined]  # every opener gives a raw or buffered reader
             self._eof = not n
