@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import uuid
 from pathlib import Path
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 from tests._s3 import S3Server
 from tests.hooks.conftest import hook, make_hook  # noqa: F401 - the hook tests' fixtures, reused
+from tests.sources._proxy import StorageProxy
 
 CONN_ID = "aws_test"
 
@@ -26,6 +28,25 @@ def bucket(s3_server, monkeypatch) -> str:
     name = f"test-{uuid.uuid4().hex[:12]}"
     s3_server.create_bucket(name)
     return name
+
+
+@pytest.fixture
+def through_proxy(s3_server, bucket, monkeypatch):
+    """``through_proxy(**faults)``: ``(s3://aws_proxied_<n>@<bucket>, proxy)``, the S3 server behind a StorageProxy."""
+    proxies: list[StorageProxy] = []
+
+    def make(**faults) -> tuple[str, StorageProxy]:
+        proxy = StorageProxy(s3_server.endpoint_url, **faults)
+        proxies.append(proxy)
+        conn = s3_server.connection()
+        conn["extra"] = {**conn["extra"], "endpoint_url": proxy.url, "config_kwargs": {"retries": {"max_attempts": 1}}}
+        conn_id = f"aws_proxied_{len(proxies)}_{proxy.url.rsplit(':', 1)[1]}"  # filesystems are cached per connection
+        monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", json.dumps(conn))
+        return f"s3://{conn_id}@{bucket}", proxy
+
+    yield make
+    for proxy in proxies:
+        proxy.close()
 
 
 def received_bytes(emulator, card_id: str) -> bytes:

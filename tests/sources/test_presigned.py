@@ -7,11 +7,7 @@ short stops its GET, and the signed URL (a credential for its few minutes) is ne
 
 from __future__ import annotations
 
-import contextlib
-import json
 import logging
-import socket
-import threading
 import time
 
 import pytest
@@ -78,80 +74,6 @@ def test_closing_a_read_cut_short_stops_its_get(s3_server, bucket):
     assert first and stream.closed
     assert stream._thread is not None and not stream._thread.is_alive()
     assert stream._connection.sock is None  # closed, not left to the garbage collector
-
-
-class _Proxy:
-    """A TCP proxy to the S3 server that can refuse signed URLs (403) or change one byte of an answer."""
-
-    def __init__(self, target: str, *, refuse_signed: bool = False, flip_at: int | None = None) -> None:
-        host, port = target.removeprefix("http://").split(":")
-        self.target = (host, int(port))
-        self.refuse_signed = refuse_signed
-        self.flip_at = flip_at
-        self.refused = 0
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
-
-    def _serve(self, client: socket.socket) -> None:
-        head = client.recv(65536)
-        if self.refuse_signed and b"Signature=" in head.split(b"\r\n", 1)[0]:
-            self.refused += 1
-            body = b"<Error><Code>AccessDenied</Code><Message>signed URLs are not allowed here</Message></Error>"
-            answer = b"HTTP/1.1 403 Forbidden\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body)
-            with contextlib.suppress(OSError):
-                client.sendall(answer)
-            client.close()
-            return
-        server = socket.create_connection(self.target)
-        server.sendall(head)
-        threading.Thread(target=self._relay, args=(client, server, None), daemon=True).start()
-        self._relay(server, client, self.flip_at)
-
-    @staticmethod
-    def _relay(source: socket.socket, sink: socket.socket, flip_at: int | None) -> None:
-        relayed = 0
-        with contextlib.suppress(OSError):  # either side closing ends the relay
-            while data := source.recv(65536):
-                if flip_at is not None and relayed <= flip_at < relayed + len(data):
-                    at = flip_at - relayed
-                    data = data[:at] + bytes([data[at] ^ 0x01]) + data[at + 1 :]
-                sink.sendall(data)
-                relayed += len(data)
-        for sock in (source, sink):
-            with contextlib.suppress(OSError):  # the other side may have closed it already
-                sock.shutdown(socket.SHUT_RDWR)
-            sock.close()
-
-    def close(self) -> None:
-        self.listener.close()
-
-
-@pytest.fixture
-def through_proxy(s3_server, bucket, monkeypatch):
-    """``s3://aws_proxied_<n>@<bucket>/...``: the S3 server, through a :class:`_Proxy` of the test's settings."""
-    proxies = []
-
-    def make(**settings) -> tuple[str, _Proxy]:
-        proxy = _Proxy(s3_server.endpoint_url, **settings)
-        proxies.append(proxy)
-        conn = s3_server.connection()
-        conn["extra"] = {**conn["extra"], "endpoint_url": proxy.url, "config_kwargs": {"retries": {"max_attempts": 1}}}
-        conn_id = f"aws_proxied_{len(proxies)}_{proxy.url.rsplit(':', 1)[1]}"  # filesystems are cached per connection
-        monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", json.dumps(conn))
-        return f"s3://{conn_id}@{bucket}", proxy
-
-    yield make
-    for proxy in proxies:
-        proxy.close()
 
 
 def test_bytes_changed_in_transit_fail_the_read_and_nothing_is_imported(

@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import json
-import socket
-import threading
 import time
 
 import pytest
@@ -70,60 +66,16 @@ def test_closing_a_stream_read_in_part_stops_its_get(s3_server, bucket):
     assert stream._pump_future is None and not stream._queue
 
 
-class _CuttingProxy:
-    """A TCP proxy to the S3 server that drops a connection once it has relayed ``limit`` bytes of answers."""
-
-    def __init__(self, target: str, limit: int) -> None:
-        host, port = target.removeprefix("http://").split(":")
-        self.target = (host, int(port))
-        self.limit = limit
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            server = socket.create_connection(self.target)
-            threading.Thread(target=self._relay, args=(client, server, None), daemon=True).start()
-            threading.Thread(target=self._relay, args=(server, client, self.limit), daemon=True).start()
-
-    @staticmethod
-    def _relay(source: socket.socket, sink: socket.socket, limit: int | None) -> None:
-        relayed = 0
-        with contextlib.suppress(OSError):  # either side closing ends the relay
-            while data := source.recv(65536):
-                sink.sendall(data)
-                relayed += len(data)
-                if limit is not None and relayed > limit:
-                    break
-        for sock in (source, sink):
-            with contextlib.suppress(OSError):  # the other side may have closed it already
-                sock.shutdown(socket.SHUT_RDWR)
-            sock.close()
-
-    def close(self) -> None:
-        self.listener.close()
-
-
-@pytest.fixture
-def cut_storage(s3_server, bucket, monkeypatch):
-    """``s3://aws_cut@<bucket>/...``: the same server, through a proxy that breaks an answer after 1 MiB."""
-    proxy = _CuttingProxy(s3_server.endpoint_url, 1024 * 1024)
-    conn = s3_server.connection()
-    conn["extra"] = {**conn["extra"], "endpoint_url": proxy.url, "config_kwargs": {"retries": {"max_attempts": 1}}}
-    monkeypatch.setenv("AIRFLOW_CONN_AWS_CUT", json.dumps(conn))
-    yield f"s3://aws_cut@{bucket}"
-    proxy.close()
-
-
-def test_an_object_unreadable_midway_is_cut_off_and_nothing_is_imported(s3_server, bucket, cut_storage, hook, emulator):
+@pytest.mark.parametrize("refuse_signed", [False, True], ids=["the signed GET", "s3fs's GET"])
+def test_an_object_unreadable_midway_is_cut_off_and_nothing_is_imported(
+    s3_server, bucket, through_proxy, hook, emulator, refuse_signed
+):
     s3_server.put(bucket, "big.csv", DATA)
-    source = open_source(f"{cut_storage}/big.csv")
+    # The connection drops after 1 MiB of an answer; a store that refuses signed URLs is read by s3fs.
+    base, proxy = through_proxy(cut_after=1024 * 1024, refuse_signed=refuse_signed)
+    source = open_source(f"{base}/big.csv")
     with pytest.raises(SourceError, match="big.csv"):
         for _ in source.blocks(PIECE):
             pass
     assert "could not be read to its end" in cut_off_import(hook, emulator, source)
+    assert proxy.refused == (2 if refuse_signed else 0)
