@@ -331,10 +331,10 @@ def _echo(form: str):
         else:
             page = f"<html><body>502 Bad Gateway; to retry, open /retry?h={quote(headers, safe='')}</body></html>"
         body = page.encode()
-        server.write(
-            conn,
-            b"HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/html\r\nContent-Length: %d\r\n\r\n" % len(body) + body,
-        )
+        # The server closes each connection after its answer, and says so: a client that reused it for
+        # the retry would race the close (seen on CI: the async retry read a closed socket, not the 502).
+        head = b"HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/html\r\nConnection: close\r\nContent-Length: %d\r\n\r\n"
+        server.write(conn, head % len(body) + body)
 
     return answer
 
