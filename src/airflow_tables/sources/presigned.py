@@ -84,7 +84,9 @@ class PresignedGet(ThreadedReadAhead):
 
     def _at_end(self) -> None:
         if self._response.length:  # http.client's readinto() ends quietly where the answer was cut
-            raise http.client.IncompleteRead(b"", self._response.length)
+            raise SourceError(
+                self.label, f"the storage's answer ended {self._response.length:,} bytes before the object's end"
+            )
         if self._checksum is not None:
             self._checksum.check(self.label)
 
