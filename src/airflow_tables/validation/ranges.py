@@ -28,7 +28,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from airflow_tables.validation import dialect, kernels, rules, types
+from airflow_tables.validation import dialect, kernels, rules, segments, types
 from airflow_tables.validation.rules import Problem
 
 CHUNK_BYTES = 1024 * 1024
@@ -297,13 +297,21 @@ def scan_range(
     return reader.finish()
 
 
-def scan_stream(f, start: int, delimiter: str, columns: int, column_types: bool = False) -> RangeScan:
+def scan_stream(
+    f, start: int, delimiter: str, columns: int, column_types: bool = False, size: int | None = None
+) -> RangeScan:
     """Scan a binary stream positioned at ``start`` (a record boundary) to its end, reading it once.
 
     Only plain records can be scanned this way; anything else raises :class:`NotPlain`.
+    ``size``, the stream's expected length, lets a large one be scanned on two threads
+    (:mod:`.segments`); what is found is the same.
     """
     reader = _RangeReader(None, start, delimiter, columns, column_types)
-    if not _read_plain(reader, f, start, None):
+    if size is not None and segments.worth_splitting(reader.kernel, size - start):
+        f = segments.scan_segments(f, reader)
+        if f is None:
+            return reader.finish()
+    if not _read_plain(reader, f, reader.result.end, None):
         raise NotPlain("a record that is not plain")
     return reader.finish()
 

@@ -158,7 +158,7 @@ def scan_stream(
         nonlocal read_to_end
         replay.seek(offset)
         replay.forget()
-        found = scan_stream_records(replay, offset, delimiter, columns, column_types)
+        found = scan_stream_records(replay, offset, delimiter, columns, column_types, size)
         read_to_end = True
         return found
 
