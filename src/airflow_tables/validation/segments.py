@@ -24,12 +24,13 @@ from __future__ import annotations
 import collections
 import io
 import os
-from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, Any
 
 from airflow_tables.validation import kernels
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future
+
     from airflow_tables.validation.ranges import _RangeReader
 
 #: Bytes read into a segment before it is cut at its last line break and handed to a scanner. Measured
@@ -62,6 +63,8 @@ def scan_segments(f: Any, reader: _RangeReader) -> Any | None:
     Returns None when the whole stream was scanned so, else a stream of the bytes from the
     last proven boundary (``reader.result.end``) on, for the serial scan to finish.
     """
+    from concurrent.futures import ThreadPoolExecutor, wait  # not at import: the validator starts in milliseconds
+
     cutter = _Cutter(f)
     pending: collections.deque[_Pending] = collections.deque()
     with ThreadPoolExecutor(THREADS, thread_name_prefix="airflow-tables-scan") as pool:
