@@ -298,6 +298,20 @@ def test_retries_stop_at_max_retries(make_hook, emulator):
     assert len(requests_to(emulator, "GET")) == 3
 
 
+def test_the_hooks_own_max_retries_and_timeout_bound_the_connections(make_hook, emulator):
+    """A caller that must answer quickly (the page) asks for one attempt within its own time."""
+    from airflow_tables.hooks.tables import DataTablesHook
+
+    make_hook(emulator.base_url, emulator.api_key, project_id=emulator.project_id, max_retries=5, timeout=30)
+    hook = DataTablesHook(max_retries=0, timeout=0.5, backoff_base=0.001)
+    assert (hook.settings.timeout, hook.settings.max_retries) == (0.5, 0)
+    emulator.set_faults([{"methods": ["GET"], "path": r"/cards$", "status": 503}])
+    with pytest.raises(ex.DataTablesServerError):
+        hook.list_cards()
+    assert len(requests_to(emulator, "GET")) == 1, "max_retries=0 makes one attempt, whatever the connection says"
+    assert DataTablesHook(timeout=60).settings.timeout == 30, "the lower of the two timeouts applies"
+
+
 def test_retry_after_is_honoured(hook, emulator):
     emulator.set_faults([{"methods": ["GET"], "path": r"/cards$", "status": 429, "retry_after": 1, "times": 1}])
     started = time.monotonic()

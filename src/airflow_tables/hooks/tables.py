@@ -9,6 +9,7 @@ table's fields mean in :mod:`airflow_tables.model`.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import itertools
 import os
@@ -165,6 +166,11 @@ class DataTablesHook(BaseHook):
     :param backoff_base: seconds (default: the connection's ``retry_backoff`` extra, else 1);
         retry *n* waits a random time up to ``backoff_base * 2**n``
         (capped at ``backoff_max``) unless the service sends ``Retry-After``.
+    :param timeout: at most this many seconds per answer, whatever the connection's ``timeout``
+        extra says (the lower of the two applies): for a caller that must answer quickly itself,
+        such as a web page.
+    :param max_retries: retries of a failed request, instead of the connection's ``max_retries``
+        extra (``0``: one attempt, for a caller whose next refresh is its retry).
     """
 
     conn_name_attr = "datatables_conn_id"
@@ -178,12 +184,16 @@ class DataTablesHook(BaseHook):
         *,
         backoff_base: float | None = None,
         backoff_max: float = 60.0,
+        timeout: float | None = None,
+        max_retries: int | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.datatables_conn_id = datatables_conn_id
         self.backoff_base = backoff_base
         self.backoff_max = backoff_max
+        self.timeout = timeout
+        self.max_retries = max_retries
         self._settings: ConnectionSettings | None = None
         self._session: requests.Session | None = None
         self._atransport: AsyncTransport | None = None  # inside async_client()
@@ -197,7 +207,9 @@ class DataTablesHook(BaseHook):
     def settings(self) -> ConnectionSettings:
         """The connection, resolved once (blocking: do not use on an event loop, see :meth:`asettings`)."""
         if self._settings is None:
-            self._settings = ConnectionSettings.from_connection(self.get_connection(self.datatables_conn_id))
+            self._settings = self._bounded(
+                ConnectionSettings.from_connection(self.get_connection(self.datatables_conn_id))
+            )
         return self._settings
 
     async def asettings(self) -> ConnectionSettings:
@@ -210,8 +222,17 @@ class DataTablesHook(BaseHook):
                 from asgiref.sync import sync_to_async
 
                 conn = await sync_to_async(self.get_connection)(self.datatables_conn_id)
-            self._settings = ConnectionSettings.from_connection(conn)
+            self._settings = self._bounded(ConnectionSettings.from_connection(conn))
         return self._settings
+
+    def _bounded(self, settings: ConnectionSettings) -> ConnectionSettings:
+        """The connection's settings with this hook's own ``timeout`` bound and ``max_retries``, if given."""
+        changes: dict[str, Any] = {}
+        if self.timeout is not None:
+            changes["timeout"] = min(settings.timeout, self.timeout)
+        if self.max_retries is not None:
+            changes["max_retries"] = self.max_retries
+        return dataclasses.replace(settings, **changes) if changes else settings
 
     def get_conn(self) -> requests.Session:
         """The requests Session for reads and deletes (key and TLS options go with each request)."""

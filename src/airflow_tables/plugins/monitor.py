@@ -61,10 +61,7 @@ def ui_hook(conn_id: str, timeout: float) -> Any:
     """
     from airflow_tables.hooks.tables import DataTablesHook
 
-    hook = DataTablesHook(conn_id)
-    settings = hook.settings
-    hook._settings = dataclasses.replace(settings, timeout=min(settings.timeout, timeout), max_retries=0)
-    return hook
+    return DataTablesHook(conn_id, timeout=timeout, max_retries=0)
 
 
 def list_cards(conn_id: str, project_id: str, timeout: float) -> list[dict[str, Any]]:
