@@ -12,6 +12,7 @@ import random
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -130,9 +131,14 @@ def run_process(argv: list[str], env: dict | None = None) -> Run:
     """Run a whole process; return its wall time, CPU time, peak resident memory (it and its children) and output."""
     start = time.perf_counter()
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-    out, err = b"", b""
+    # Both pipes are drained at once (a child that fills one while the other is read would block);
+    # not communicate(), which reaps the child before os.wait4 can read its resource usage.
+    errors: list[bytes] = []
+    drain = threading.Thread(target=lambda: errors.append(proc.stderr.read()), daemon=True)
+    drain.start()
     out = proc.stdout.read()
-    err = proc.stderr.read()
+    drain.join()
+    err = errors[0] if errors else b""
     _, status, usage = os.wait4(proc.pid, 0)
     seconds = time.perf_counter() - start
     proc.returncode = os.waitstatus_to_exitcode(status)
