@@ -75,3 +75,22 @@ def cut_off_import(datatables_hook, emulator, source) -> str:
     assert emulator.stats()["imports_accepted"] == 0 and emulator.credits() == credits
     assert "nothing was imported" in str(info.value)
     return str(info.value)
+
+
+@pytest.fixture
+def copy_scans(monkeypatch) -> list[str]:
+    """The local files the validator scanned on disk: a scan made while an object was copied is not one.
+
+    ``dag.test()`` runs tasks in this process, so the operators' scans are counted too.
+    """
+    import airflow_tables.validation.report as report_module
+
+    scanned: list[str] = []
+    scan_file = report_module.scan_file
+
+    def counting(path, *args, **kwargs):
+        scanned.append(str(path))
+        return scan_file(path, *args, **kwargs)
+
+    monkeypatch.setattr(report_module, "scan_file", counting)
+    return scanned

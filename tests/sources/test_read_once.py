@@ -62,3 +62,23 @@ def test_a_replacement_that_only_checks_types_reads_the_object_once(
     dags_module, datatables_conn, s3_server, bucket, table
 ):
     assert _run_and_count(_dags().types_only, s3_server, bucket, table, ("typed",)) == {"typed": 1}
+
+
+def test_the_operators_validate_an_object_in_the_pass_that_copies_it(
+    dags_module, datatables_conn, s3_server, bucket, table, copy_scans
+):
+    reads = _run_and_count(_dags().checked, s3_server, bucket, table, ("validated", "everything"))
+    assert reads == {"validated": 1, "everything": 1}
+    assert copy_scans == [], "a copy was scanned again after it was written"
+
+
+def test_an_object_only_an_exact_read_describes_is_scanned_from_its_copy(
+    dags_module, datatables_conn, s3_server, bucket, copy_scans
+):
+    key = "read-once/ragged/orders.csv"
+    s3_server.put(bucket, key, (CSV + "200,north\n").encode())
+    when = datetime.now(timezone.utc)
+    conf = {"validated": f"s3://{CONN_ID}@{bucket}/{key}", "everything": "", "card_id": ""}
+    dag_run = _dags().checked.test(run_conf=conf, logical_date=when, run_after=when)
+    assert state(dag_run, "validated") == "failed"
+    assert len(copy_scans) == 1 and s3_server.reads(bucket, key) == 1, "the copy names the ragged row's line"

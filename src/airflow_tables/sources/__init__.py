@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import io
 import os
 from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, replace
@@ -91,6 +92,8 @@ class Source:
     converted_from: Codec | None = None
     decode_error: DecodeError | None = None
     complete: bool = True
+    #: For a staged copy: what :func:`staged`'s ``reader`` returned, having read the bytes as they were copied.
+    read_while_copied: Any = None
 
     @property
     def encoding(self) -> str | None:
@@ -241,7 +244,9 @@ def changed_size(source: Source, read: int) -> SourceError:
 
 
 @contextlib.contextmanager
-def staged(source: Source, *, max_bytes: int | None = None) -> Iterator[Source]:
+def staged(
+    source: Source, *, max_bytes: int | None = None, reader: Callable[[BinaryIO], Any] | None = None
+) -> Iterator[Source]:
     """A local UTF-8 copy of ``source`` for the time of the block, or ``source`` itself when it is one.
 
     The copy is converted from the declared encoding on the way (its first undecodable
@@ -249,6 +254,11 @@ def staged(source: Source, *, max_bytes: int | None = None) -> Iterator[Source]:
     own name, and is bounded: past ``max_bytes`` the copy stops and is marked
     ``complete=False`` (the file is too large to send anyway). An object that does not
     have the size it was listed with is a :class:`SourceError`.
+
+    ``reader``, for an object in UTF-8, is given the object's bytes as a stream (read once,
+    forward only) while they are copied, so a scan of them costs no second pass over the
+    copy; whatever it leaves unread is copied after it returns. What it returns is the copy's
+    ``read_while_copied`` (None when the copy is not complete, or the source was not read so).
     """
     if source.is_local_utf8:
         yield source
@@ -257,37 +267,69 @@ def staged(source: Source, *, max_bytes: int | None = None) -> Iterator[Source]:
 
     with tempfile.TemporaryDirectory(prefix="airflow-tables-") as tmp:
         path = os.path.join(tmp, source.name or "source.csv")
-        written, complete, error = _copy(source, path, max_bytes)
+        with source.open_stored() as raw, open(path, "wb") as out:
+            copier = _Copier(raw, out, Converter(source.codec) if source.codec else None, max_bytes)
+            read = reader(cast(BinaryIO, copier)) if reader is not None and source.codec is None else None
+            copier.drain()
+        if copier.complete and copier.bytes_read != source.stored_size:
+            raise changed_size(source, copier.bytes_read)
         yield Source(
             source.label,
             source.name,
-            written,
+            copier.written,
             path,
             None,
             local_opener(path),
             converted_from=source.codec,
-            decode_error=error,
-            complete=complete,
+            decode_error=copier.converter.first_error if copier.converter and copier.complete else None,
+            complete=copier.complete,
+            read_while_copied=read if copier.complete else None,
         )
 
 
-def _copy(source: Source, path: str, max_bytes: int | None) -> tuple[int, bool, DecodeError | None]:
-    """Write the source's UTF-8 to ``path``; return bytes written, whether all of it, and the first decode error."""
-    converter = Converter(source.codec) if source.codec else None
-    read = written = 0
-    buffer = bytearray(COPY_BLOCK)
-    view = memoryview(buffer)
-    with source.open_stored() as raw, open(path, "wb") as out:
-        while True:
-            n = raw.readinto(view)  # type: ignore[attr-defined]  # every opener gives a raw or buffered reader
-            read += n
-            data = view[:n] if converter is None else converter.convert(view[:n], final=not n)
-            out.write(data)
-            written += len(data)
-            if max_bytes is not None and written > max_bytes:
-                return written, False, None
-            if not n:
-                break
-    if read != source.stored_size:
-        raise changed_size(source, read)
-    return written, True, converter.first_error if converter else None
+class _Copier(io.RawIOBase):
+    """Copies a source's bytes (converted to UTF-8) to a local file as they are read through it, or by :meth:`drain`.
+
+    Reading it (only without a converter: the bytes read are the bytes written) lets a reader
+    see the copy's bytes once, as they are written; :meth:`drain` copies whatever is left.
+    Past ``max_bytes`` written, the copy stops and is not ``complete``.
+    """
+
+    def __init__(self, raw: Any, out: BinaryIO, converter: Converter | None, max_bytes: int | None) -> None:
+        super().__init__()
+        self.raw = raw
+        self.out = out
+        self.converter = converter
+        self.max_bytes = max_bytes
+        self.bytes_read = self.written = 0
+        self.complete = True
+        self.ended = False  # the source is read to its end, or the copy stopped at its limit
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        assert self.converter is None  # converted bytes do not fit the reader's buffer one for one
+        if self.ended:
+            return 0
+        view = memoryview(buffer).cast("B")
+        n = self.raw.readinto(view)
+        self._copy(view[:n])
+        return n
+
+    def drain(self) -> None:
+        """Copy the rest of the source."""
+        view = memoryview(bytearray(COPY_BLOCK))
+        while not self.ended:
+            self._copy(view[: self.raw.readinto(view)])
+
+    def _copy(self, data: memoryview) -> None:
+        self.bytes_read += len(data)
+        converted = data if self.converter is None else self.converter.convert(data, final=not data)
+        self.out.write(converted)
+        self.written += len(converted)
+        if self.max_bytes is not None and self.written > self.max_bytes:
+            self.complete = False
+            self.ended = True
+        elif not data:
+            self.ended = True

@@ -11,8 +11,9 @@ import codecs
 import dataclasses
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from airflow_tables.exceptions import CsvValidationError
 from airflow_tables.validation import dialect, rules
@@ -173,6 +174,37 @@ def validate_source(
     )
 
 
+@dataclass(frozen=True)
+class CopyScan:
+    """A scan of an object's bytes made while they were copied to a local file (:func:`copy_scanner`)."""
+
+    scan: FileScan | None  # None: only an exact read of the copy can describe it
+    limits: rules.Limits
+    column_types: bool
+
+
+def copy_scanner(
+    source: Source,
+    *,
+    max_columns: int = rules.MAX_COLUMNS,
+    max_bytes: int = rules.MAX_BYTES,
+    column_types: bool = False,
+) -> Callable[[BinaryIO], CopyScan]:
+    """A ``reader`` for :func:`~airflow_tables.sources.staged` that scans an object as it is copied.
+
+    :func:`validate_source` of the copy then reports from that scan, with the same
+    arguments, instead of reading the copy again (when the scan describes the file: see
+    :func:`.scan.scan_stream`). The operators validate what they upload this way.
+    """
+    limits = rules.Limits(max_columns=max_columns, max_bytes=max_bytes)
+
+    def read(stream: BinaryIO) -> CopyScan:
+        scan = scan_stream(stream, source.label, source.stored_size, limits, column_types=column_types)
+        return CopyScan(scan, limits, column_types)
+
+    return read
+
+
 def _validate_source(source: Source, limits: rules.Limits, column_types: bool) -> CsvReport:
     from airflow_tables.sources import SourceError, staged
 
@@ -180,6 +212,9 @@ def _validate_source(source: Source, limits: rules.Limits, column_types: bool) -
     if source.codec is None and source.stored_size > max_bytes and not source.is_local_utf8:
         # Too large to send: not worth copying out of storage to say more.
         return _report(source, errors=[rules.too_large_problem(source.stored_size, limits)])
+    copied = _scanned_while_copied(source, limits, column_types)
+    if copied is not None:
+        return _scanned(source, copied)  # the copy's bytes, scanned as they were written
     try:
         misread = _utf8_declared_otherwise(source)
         if source.codec is None and not source.is_local_utf8:
@@ -218,6 +253,14 @@ def _undecodable(local: Source) -> Problem | None:
 MISREAD_SAMPLE_BYTES = 64 * 1024
 _WIDE = ("utf-16", "utf-32")
 _NON_ASCII_WORD = re.compile(r'[^\s,;|"]{0,12}[^\x00-\x7f][^\s,;|"]{0,12}')
+
+
+def _scanned_while_copied(source: Source, limits: rules.Limits, column_types: bool) -> FileScan | None:
+    """The scan of a staged copy made as it was written, when made with these arguments and it describes the file."""
+    copied = source.read_while_copied
+    if not isinstance(copied, CopyScan) or (copied.limits, copied.column_types) != (limits, column_types):
+        return None
+    return copied.scan
 
 
 def _utf8_declared_otherwise(source: Source) -> list[Problem]:
