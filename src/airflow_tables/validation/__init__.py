@@ -8,6 +8,7 @@ the order a file goes through it:
   (its code, its wording, what it looks at, the bytes it stops a kernel on);
 * :mod:`.scan`: one file's header, then its records, into a :class:`~.scan.FileScan`;
 * :mod:`.ranges`: the records of a byte range, a megabyte at a time, on up to two processes;
+* :mod:`.segments`: a stream's records on two threads, cut at guessed record boundaries;
 * :mod:`.kernels`: the fast paths that count plain records (C, ``_speedups.c``, and Python);
 * :mod:`.types`: the rule for a column's type (``long`` or ``string``);
 * :mod:`.report`: :func:`validate_csv`, :func:`validate_source` and :class:`CsvReport`.

@@ -8,15 +8,17 @@ segments are scanned by the native kernel (which releases the GIL) on :data:`THR
 threads while the next ones arrive.
 
 A line break may stand inside a quoted field, so a cut is only a guess. The results are
-taken in order, and a segment's is kept only when the segment starts where the previous
-one was proven to end and its records end exactly at its last byte, all of them plain and
-UTF-8: then the cut after it was a record boundary, and the counts and column states are
-the ones a scan in one piece finds (both are sums, or maxima, over plain records). At the
-first segment that is not so (a cut inside a quoted field, a record that is not plain, a
-record longer than half a segment), the rest of the stream, from the last proven boundary,
-goes to the serial scan (:func:`.ranges.scan_stream`), which describes it exactly as it
-always has. So the answer never depends on the cuts; only the time does (measured in
-``benchmarks/sources.py``: validating an object).
+taken in order, and each segment starts where the one before was proven to end, so the
+plain records its scan counted are proven too, and so are the column states they fold
+(the counts are sums, the states maxima: a scan in one piece finds the same). When its
+records end exactly at its last byte, the cut after it was a record boundary. When they
+end before (the cut fell inside a quoted field), the next segment was scanned from the
+wrong place: its count is dropped, and the record's start is scanned again joined to it.
+A record that is not plain, a byte that is not UTF-8, or a record longer than half a
+segment sends the rest of the stream, from the last proven boundary, to the serial scan
+(:func:`.ranges.scan_stream`), which describes it exactly as it always has. So the answer
+never depends on the cuts; only the time does (measured in ``benchmarks/sources.py``:
+validating an object). At most :data:`IN_FLIGHT` + 1 buffers of 1.5 segments are held.
 """
 
 from __future__ import annotations
