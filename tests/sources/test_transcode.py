@@ -58,3 +58,40 @@ def test_the_transcoder_takes_the_tables_it_builds():
         source = bytes(range(256))
         written, _ = _transcode.single_byte_to_utf8(source, codec.table, codec.ascii_same, None)
         assert written == len(source.decode(codec.name, errors="replace").encode())
+
+
+@pytest.mark.parametrize(
+    "encoding", ["cp1252", "latin-1", "iso8859-15", "koi8-r", "cp437", "cp874", "cp1255", "mac-roman"]
+)
+def test_the_count_agrees_with_the_conversion_at_every_offset_and_density(encoding):
+    """Counting alone (no target) sums high bytes in SIMD lanes and looks up only a code page's odd ones.
+
+    Its answer must be the conversion's: the length written and the first undefined byte, for
+    high bytes at every offset of the 64-byte steps and of the 4032-byte stretches that are
+    looked up byte by byte, sparse and dense, in code pages whose odd bytes lie in different
+    ranges (none at all in Latin-1; 3-byte and undefined ones mixed with 2-byte ones elsewhere).
+    """
+    _transcode = pytest.importorskip("airflow_tables.sources._transcode")
+    import random
+
+    from airflow_tables.sources.transcode import declared
+
+    codec = declared(encoding)
+    assert codec is not None and codec.table is not None and codec.ascii_same
+    rng = random.Random(encoding)
+    for density in (0.0, 0.002, 0.05, 0.5, 1.0):
+        for length in (0, 1, 63, 64, 65, 4031, 4032, 4033, 3 * 4032 + 77, 70_000):
+            data = bytes(
+                rng.randrange(0x80, 256) if rng.random() < density else rng.choice(b"ab,\n") for _ in range(length)
+            )
+            converted = _transcode.single_byte_to_utf8(data, codec.table, True, bytearray(3 * length))
+            assert _transcode.single_byte_to_utf8(data, codec.table, True, None) == converted, (density, length)
+            written, _ = converted
+            assert written == len(data.decode(codec.name, errors="replace").encode())
+    late = bytearray(b"x" * 9000)  # a single high byte at each offset around a stretch's end
+    for at in range(4000, 4100):
+        late[at] = 0x80 + at % 128
+        assert _transcode.single_byte_to_utf8(bytes(late), codec.table, True, None) == _transcode.single_byte_to_utf8(
+            bytes(late), codec.table, True, bytearray(3 * len(late))
+        )
+        late[at] = ord("x")

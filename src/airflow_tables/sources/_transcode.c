@@ -92,6 +92,91 @@ convert(const unsigned char *src, Py_ssize_t n, const unsigned char *table, int 
     return out;
 }
 
+/* What the byte at src[(i)] (0x80 or over) adds to the count beyond `counted` bytes already
+ * counted for it; an undefined one is noted. */
+#define COUNT_HIGH_BYTE(i, counted)                                         \
+    do {                                                                    \
+        unsigned char length_ = table[ENTRY_SIZE * src[(i)] + 3];           \
+        if ((length_ & UNDEFINED) && *first_bad < 0)                        \
+            *first_bad = (i);                                               \
+        extra += (Py_ssize_t)(length_ & (unsigned char)~UNDEFINED) - (counted); \
+    } while (0)
+
+#if defined(__SSE2__)
+/* Lanes of v inside the range that `bias` and `limit` describe (see count_ascii_same) set to -1. */
+static inline __m128i
+in_range(__m128i v, __m128i bias, __m128i limit)
+{
+    return _mm_cmplt_epi8(_mm_sub_epi8(v, bias), limit);
+}
+#endif
+
+/* Count only, where ASCII maps to itself: the UTF-8 length of src[0:n]. The counting pass of a
+ * declared encoding reads the whole file before its upload can start (its length is the upload's
+ * Content-Length), so it has to run at the memory's speed, and convert() restarts its ASCII scan
+ * after every byte over 0x7F (one in two hundred of a Western European CSV): 0.095 s per 512 MiB
+ * on one core against this loop's 0.065 s and a bare read's 0.051 s. Every byte over 0x7F counts
+ * two, summed in SIMD lanes without a branch. The few whose UTF-8 is not two bytes long, or that
+ * the code page leaves undefined (in Windows-1252 the bytes 0x80-0x9F: the euro sign, curly
+ * quotes), lie in one range; a stretch of 4032 bytes with a byte in it is looked up byte by byte. */
+static Py_ssize_t
+count_ascii_same(const unsigned char *src, Py_ssize_t n, const unsigned char *table, Py_ssize_t *first_bad)
+{
+    Py_ssize_t i = 0, extra = 0;
+    *first_bad = -1;
+#if defined(__SSE2__)
+    int low = 256, high = -1; /* the bytes over 0x7F whose entry is not a defined two-byte one */
+    for (int b = 0x80; b < 256; b++) {
+        if (table[ENTRY_SIZE * b + 3] != 2) {
+            if (low > b)
+                low = b;
+            high = b;
+        }
+    }
+    /* v in [low, high] <=> (v - low) as unsigned <= high - low <=> (v - low - 128) as signed < high - low - 127 */
+    const __m128i bias = _mm_set1_epi8((char)(low + 128)), limit = _mm_set1_epi8((char)(high - low - 127));
+    const __m128i zero = _mm_setzero_si128();
+    while (i + 64 <= n) {
+        /* Each lane counts at most four bytes a 64-byte step: 63 steps stay under 256. */
+        Py_ssize_t start = i, steps = (n - i) / 64 > 63 ? 63 : (n - i) / 64;
+        __m128i high_bytes = zero, odd = zero;
+        for (; steps > 0; steps--, i += 64) {
+            __m128i a = _mm_loadu_si128((const __m128i *)(src + i));
+            __m128i b = _mm_loadu_si128((const __m128i *)(src + i + 16));
+            __m128i c = _mm_loadu_si128((const __m128i *)(src + i + 32));
+            __m128i d = _mm_loadu_si128((const __m128i *)(src + i + 48));
+            /* A byte over 0x7F is negative as a signed byte: its lane of the comparison is -1. */
+            high_bytes = _mm_sub_epi8(high_bytes, _mm_cmplt_epi8(a, zero));
+            high_bytes = _mm_sub_epi8(high_bytes, _mm_cmplt_epi8(b, zero));
+            high_bytes = _mm_sub_epi8(high_bytes, _mm_cmplt_epi8(c, zero));
+            high_bytes = _mm_sub_epi8(high_bytes, _mm_cmplt_epi8(d, zero));
+            if (high >= low)
+                odd = _mm_or_si128(odd, _mm_or_si128(_mm_or_si128(in_range(a, bias, limit), in_range(b, bias, limit)),
+                                                     _mm_or_si128(in_range(c, bias, limit), in_range(d, bias, limit))));
+        }
+        uint64_t sums[2];
+        _mm_storeu_si128((__m128i *)sums, _mm_sad_epu8(high_bytes, zero));
+        extra += (Py_ssize_t)(sums[0] + sums[1]); /* one more byte than an ASCII one's, each */
+        if (_mm_movemask_epi8(odd)) {
+            for (Py_ssize_t j = start; j < i; j++)
+                if (src[j] >= low && src[j] <= high)
+                    COUNT_HIGH_BYTE(j, 2);
+        }
+    }
+#elif defined(__GNUC__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    for (; i + 8 <= n; i += 8) {
+        uint64_t word;
+        memcpy(&word, src + i, 8);
+        for (word &= 0x8080808080808080ULL; word; word &= word - 1)
+            COUNT_HIGH_BYTE(i + (__builtin_ctzll(word) >> 3), 1);
+    }
+#endif
+    for (; i < n; i++)
+        if (src[i] >= 0x80)
+            COUNT_HIGH_BYTE(i, 1);
+    return n + extra;
+}
+
 /* Why the table cannot be applied, or NULL. convert() trusts each entry's length to size its writes
  * (the target holds 3 bytes a source byte), so a length past 3 would write beyond it: the public
  * builder (sources/transcode.py) never makes one, but a hand-made table is refused, not trusted. */
@@ -148,7 +233,10 @@ single_byte_to_utf8(PyObject *module, PyObject *args)
         }
     }
     Py_BEGIN_ALLOW_THREADS
-    written = convert(source.buf, source.len, table.buf, ascii_same, target.buf, target.len, &first_bad);
+    if (target.buf == NULL && ascii_same)
+        written = count_ascii_same(source.buf, source.len, table.buf, &first_bad);
+    else
+        written = convert(source.buf, source.len, table.buf, ascii_same, target.buf, target.len, &first_bad);
     Py_END_ALLOW_THREADS
     if (target.obj)
         PyBuffer_Release(&target);
