@@ -40,10 +40,11 @@ def test_an_s3_object_is_read_over_one_signed_get_with_its_checksum_checked(s3_s
     source = open_source(f"s3://{CONN_ID}@{bucket}/orders.csv")
     with source.open_stored() as raw:
         assert isinstance(raw, PresignedGet)
+        assert raw.read() == DATA
         assert raw._checksum is not None and raw._checksum.name == "crc32"
     card_id = hook.import_csv(None, source)
     assert received_bytes(emulator, card_id) == DATA
-    assert s3_server.reads(bucket, "orders.csv") == 2  # the stream opened above (never read) and the upload's
+    assert s3_server.reads(bucket, "orders.csv") == 2  # the read above and the upload's
 
 
 def test_the_read_ahead_is_bounded_and_its_buffers_are_reused(s3_server, bucket):
@@ -87,6 +88,55 @@ def test_bytes_changed_in_transit_fail_the_read_and_nothing_is_imported(
             pass
     message = cut_off_import(hook, emulator, source)
     assert "could not be read to its end" in message and "arrived changed in transit" in message
+
+
+def _with_head_answer(stream: PresignedGet, answer) -> PresignedGet:
+    """The stream with its HEAD's answer replaced: the object replaced, or the HEAD failed, in the
+    milliseconds between the GET and the HEAD sent after it (no real server does that on demand)."""
+    import concurrent.futures
+
+    head = concurrent.futures.Future()
+    if isinstance(answer, BaseException):
+        head.set_exception(answer)
+    else:
+        head.set_result(answer)
+    stream._head_answer = head
+    return stream
+
+
+def test_an_object_replaced_between_its_get_and_its_head_fails_before_its_first_byte(s3_server, bucket):
+    s3_server.put(bucket, "orders.csv", DATA)
+    fs, key = _fs_and_key(f"s3://{CONN_ID}@{bucket}/orders.csv")
+    stream = presigned_stream(fs, key, "orders.csv")
+    assert stream is not None
+    real = stream._head_answer.result(timeout=30)
+    replaced = {**real, "ETag": '"0123456789abcdef0123456789abcdef"'}
+    with _with_head_answer(stream, replaced), pytest.raises(SourceError, match="orders.csv: it was replaced") as err:
+        stream.read(1)  # no byte reaches the reader: the first piece is held for the HEAD
+    assert "while it was being read" in str(err.value)
+
+
+def test_a_head_that_fails_fails_the_read_rather_than_leave_it_unchecked(s3_server, bucket):
+    s3_server.put(bucket, "orders.csv", DATA)
+    fs, key = _fs_and_key(f"s3://{CONN_ID}@{bucket}/orders.csv")
+    stream = presigned_stream(fs, key, "orders.csv")
+    assert stream is not None
+    with _with_head_answer(stream, TimeoutError()), pytest.raises(SourceError) as err:
+        stream.read()
+    assert "did not give its checksum to check the bytes against (TimeoutError)" in str(err.value)
+
+
+def test_the_checksum_is_asked_after_the_get_is_sent(s3_server, bucket):
+    """The HEAD goes out after the GET, so that preparing it does not delay the GET's first byte."""
+    s3_server.put(bucket, "orders.csv", DATA)
+    fs, key = _fs_and_key(f"s3://{CONN_ID}@{bucket}/orders.csv")
+    before = len(s3_server.requests())
+    stream = presigned_stream(fs, key, "orders.csv")
+    assert stream is not None
+    with stream:
+        assert stream.read() == DATA
+    methods = [r["method"] for r in s3_server.requests()[before:] if r["path"].endswith("/orders.csv")]
+    assert methods[:2] == ["GET", "HEAD"], methods
 
 
 def test_a_storage_that_refuses_signed_urls_is_read_by_s3fs(s3_server, bucket, through_proxy, hook, emulator, caplog):

@@ -8,11 +8,14 @@ filesystem's own client (``generate_presigned_url``), so every way an Airflow ``
 authenticates works unchanged, and only the transfer of the body is ours.
 
 The checksum that botocore checks on a GET is checked here too: a HEAD through the same client
-(``ChecksumMode=ENABLED``), made while the GET starts, gives the stored object's full-object
-checksum and ETag; the body is summed as it arrives and compared at its end, and a mismatch
-fails the read there, before an upload's form is complete (it stops short: nothing is
-imported). An ETag that differs between the HEAD and the GET means the object changed between
-them: the standard GET is used instead.
+(``ChecksumMode=ENABLED``), sent once the GET is on its way and answered while the storage
+prepares the GET's answer, gives the stored object's full-object checksum and ETag. Its answer
+is awaited by the first piece, on the thread that receives, so it holds nothing up: the upload
+waits for the GET's first bytes anyway. The body is summed as it arrives and compared at its
+end, and a mismatch fails the read there, before an upload's form is complete (it stops short:
+nothing is imported). An ETag that differs between the HEAD and the GET means the object was
+replaced while it was read; a HEAD that fails leaves the bytes unchecked: both fail the read
+before its first byte reaches the reader (a task's retry reads the object again).
 
 Used only where it reproduces what s3fs would send exactly; anything it does not (a proxy,
 a custom signer, server-side encryption keys, requester pays, versioned reads, TLS without
@@ -24,6 +27,7 @@ credential for its few minutes: it is never logged or put in a message.
 from __future__ import annotations
 
 import base64
+import concurrent.futures
 import contextlib
 import hashlib
 import http.client
@@ -70,27 +74,48 @@ class PresignedGet(ThreadedReadAhead):
         connection: http.client.HTTPConnection,
         response: http.client.HTTPResponse,
         label: str,
-        checksum: _Checksum | None,
+        head: concurrent.futures.Future,
+        timeout: float,
         read_ahead: int,
         piece: int,
     ) -> None:
         super().__init__(label, read_ahead, piece)
         self._connection = connection
         self._response = response
-        self._checksum = checksum
+        self._head_answer = head
+        self._timeout = timeout
+        self._checksum: _Checksum | None = None
+        self._checked_head = False
 
-    def _read_into(self, buffer: bytearray) -> int:
+    def _read_into(self, buffer: memoryview) -> int:
         return self._response.readinto(buffer)
 
     def _received(self, piece: memoryview) -> None:
+        if not self._checked_head:  # the first piece: the HEAD has answered by now, or soon will
+            self._checksum = self._stored_checksum()
+            self._checked_head = True
         if self._checksum is not None:
             self._checksum.update(piece)
+
+    def _stored_checksum(self) -> _Checksum | None:
+        """The stored object's checksum from the HEAD, once its ETag is the GET's; else the read fails."""
+        try:
+            stored = self._head_answer.result(timeout=self._timeout)
+        except Exception as err:
+            raise SourceError(
+                self.label, f"the storage did not give its checksum to check the bytes against ({type(err).__name__})"
+            ) from None
+        if self._response.getheader("ETag") != stored.get("ETag"):
+            raise SourceError(self.label, "it was replaced in the storage while it was being read")
+        return _checksum_of(stored)
 
     def _at_end(self) -> None:
         if self._response.length:  # http.client's readinto() ends quietly where the answer was cut
             raise SourceError(
                 self.label, f"the storage's answer ended {self._response.length:,} bytes before the object's end"
             )
+        if not self._checked_head:  # an empty object: no piece came
+            self._checksum = self._stored_checksum()
         if self._checksum is not None:
             self._checksum.check(self.label)
 
@@ -101,7 +126,7 @@ class PresignedGet(ThreadedReadAhead):
                 sock.shutdown(socket.SHUT_RDWR)
 
     def _close_source(self) -> None:
-        self._connection.close()
+        self._connection.close()  # a HEAD still out finishes on the storage's loop (cancelled, aiohttp warns)
 
 
 class _Checksum:
@@ -151,8 +176,8 @@ def presigned_stream(
     """The object's GET over a presigned URL, its answer's headers read; None where s3fs must read it.
 
     None (and a debug line saying why) for a filesystem this path does not reproduce, or an
-    answer other than ``200`` with the ETag the HEAD saw; the caller then makes the standard
-    GET, which reports any real problem the way s3fs does.
+    answer other than ``200``; the caller then makes the standard GET, which reports any real
+    problem the way s3fs does.
     """
     why = _not_reproduced(fs)
     if why:
@@ -163,9 +188,6 @@ def presigned_stream(
     from fsspec.asyn import sync
 
     bucket, object_key, _ = fs.split_path(key)
-    head = asyncio.run_coroutine_threadsafe(
-        fs.s3.head_object(Bucket=bucket, Key=object_key, ChecksumMode="ENABLED"), fs.loop
-    )
     connection = None
     try:
         url = sync(
@@ -175,20 +197,20 @@ def presigned_stream(
         connection = _connect(fs, url)
         parts = urllib.parse.urlsplit(url)
         connection.request("GET", f"{parts.path}?{parts.query}", headers={"Accept-Encoding": "identity"})
+        head = asyncio.run_coroutine_threadsafe(
+            fs.s3.head_object(Bucket=bucket, Key=object_key, ChecksumMode="ENABLED"), fs.loop
+        )  # sent after the GET, so that preparing it does not hold the GET up
         response = connection.getresponse()
-        stored = head.result(timeout=_timeout(fs))
-        if response.status != 200 or response.getheader("ETag") != stored.get("ETag"):
-            why = f"the GET answered {response.status}" if response.status != 200 else "the object changed"
-            log.info("Reading %s through s3fs: %s over a signed URL", label, why)  # unexpected: say so
+        if response.status != 200:
+            log.info("Reading %s through s3fs: the GET answered %s over a signed URL", label, response.status)
             connection.close()
             return None
     except Exception as err:  # anything before the first byte: the standard GET says what is wrong
         log.debug("Reading %s through s3fs: %s", label, type(err).__name__)
-        head.cancel()
         if connection is not None:
             connection.close()
         return None
-    return PresignedGet(connection, response, label, _checksum_of(stored), read_ahead, piece)
+    return PresignedGet(connection, response, label, head, _timeout(fs), read_ahead, piece)
 
 
 def _not_reproduced(fs: Any) -> str | None:
