@@ -67,7 +67,8 @@ def test_memory_is_the_few_blocks_read_ahead_whatever_the_size(tmp_path, caplog)
     with open(path, "wb") as f:
         for _ in range(40):
             f.write(b"x" * block)
-    body = MultipartFile({"ProjectID": "P"}, "File", path, block_size=block, logger=logging.getLogger("t"))
+    log = logging.getLogger("t")
+    body = MultipartFile({"ProjectID": "P"}, "File", path, block_size=block, logger=log, progress_every=0)
     tracemalloc.start()
     with caplog.at_level(logging.INFO, logger="t"):
         total = sum(len(chunk) for chunk in body)
@@ -79,6 +80,34 @@ def test_memory_is_the_few_blocks_read_ahead_whatever_the_size(tmp_path, caplog)
     assert len(progress) == 10
     assert progress[0].startswith("Uploaded 10% of big.csv")
     assert progress[-1].startswith("Uploaded 100%")
+
+
+def test_progress_is_written_only_once_its_interval_passed(tmp_path, caplog, monkeypatch):
+    """A tenth of the file is reported only once ``progress_every`` seconds passed since the last line.
+
+    An upload that is over in a fraction of a second writes none (the log says it was imported
+    and how long it took); a slow one reports a tenth whenever the interval has passed.
+    """
+    from airflow_tables.hooks import _multipart
+
+    path = tmp_path / "big.csv"
+    path.write_bytes(b"x" * (40 << 20))
+    log = logging.getLogger("t")
+
+    def progress() -> list[str]:
+        return [r.getMessage() for r in caplog.records if r.getMessage().startswith("Uploaded")]
+
+    with caplog.at_level(logging.INFO, logger="t"):
+        fast = MultipartFile({"ProjectID": "P"}, "File", path, block_size=1 << 20, logger=log)
+        assert sum(len(chunk) for chunk in fast) == len(fast)
+    assert progress() == []
+    ticks = iter(range(100))  # a slow upload: each look at the clock is a second later
+    monkeypatch.setattr(_multipart, "monotonic", lambda: float(next(ticks)))
+    with caplog.at_level(logging.INFO, logger="t"):
+        slow = MultipartFile({"ProjectID": "P"}, "File", path, block_size=1 << 20, logger=log, progress_every=2.5)
+        assert sum(len(chunk) for chunk in slow) == len(slow)
+    assert [line.split(" of ")[0] for line in progress()] == ["Uploaded 30%", "Uploaded 60%", "Uploaded 90%"]
+    assert all("of big.csv (" in line for line in progress())
 
 
 def test_requests_sends_it_with_a_content_length_not_chunked(tmp_path):
