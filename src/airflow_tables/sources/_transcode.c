@@ -115,7 +115,7 @@ in_range(__m128i v, __m128i bias, __m128i limit)
  * declared encoding reads the whole file before its upload can start (its length is the upload's
  * Content-Length), so it has to run at the memory's speed, and convert() restarts its ASCII scan
  * after every byte over 0x7F (one in two hundred of a Western European CSV): 0.095 s per 512 MiB
- * on one core against this loop's 0.065 s and a bare read's 0.051 s. Every byte over 0x7F counts
+ * on one core against this loop's 0.071 s and a bare read's 0.051 s. Every byte over 0x7F counts
  * two, summed in SIMD lanes without a branch. The few whose UTF-8 is not two bytes long, or that
  * the code page leaves undefined (in Windows-1252 the bytes 0x80-0x9F: the euro sign, curly
  * quotes), lie in one range; a stretch of 4032 bytes with a byte in it is looked up byte by byte. */

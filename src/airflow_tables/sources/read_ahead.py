@@ -152,11 +152,11 @@ class ThreadedReadAhead(ReadAhead):
 
     A buffer goes back to the pool when the reader is done with its piece, so the whole read
     costs that many allocations (and their page faults) whatever the size. The first piece is
-    at most :data:`FIRST_PIECE` bytes, so the reader starts as soon as the first bytes arrive. A subclass says how
-    to read (:meth:`_read_into`) and may check each piece (:meth:`_received`) and the end
-    (:meth:`_at_end`), wake a read blocked when the reader closes early (:meth:`_interrupt`)
-    and release what it read from (:meth:`_close_source`, once, on the producer's thread or at
-    close when it never started).
+    at most :data:`FIRST_PIECE` bytes, so the reader starts as soon as the first bytes arrive.
+    A subclass says how to read (:meth:`_read_into`) and may check each piece (:meth:`_received`)
+    and the end (:meth:`_at_end`), wake a read blocked when the reader closes early
+    (:meth:`_interrupt`) and release what it read from (:meth:`_close_source`, once, on the
+    producer's thread or at close when it never started).
     """
 
     def __init__(self, label: str, read_ahead: int, piece: int) -> None:
