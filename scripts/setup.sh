@@ -24,7 +24,9 @@ uv sync --frozen --extra dev --compile-bytecode --quiet
 # The project itself is installed editable (src/ is on sys.path, so uv compiles none of it): compiled
 # here as an installed wheel's modules are, so that no task, test or benchmark compiles them at each
 # first import (validate_csv's first call in a new process: 12 ms less).
-.venv/bin/python -m compileall -q src/airflow_tables
+if [ -x .venv/bin/python ] && [ -d src/airflow_tables ]; then  # an optimisation: never a reason to fail
+  .venv/bin/python -m compileall -q src/airflow_tables
+fi
 # The editable build leaves setuptools' egg-info in src/, which is on sys.path: Airflow then
 # finds the distribution twice and reports the provider's plugin as registered twice
 # (a plugin import error in the UI). The installed dist-info is the real metadata.
