@@ -16,7 +16,6 @@ must run without it.
 from __future__ import annotations
 
 import base64
-import importlib.util
 import json
 import os
 import secrets
@@ -41,6 +40,7 @@ os.environ.setdefault("AIRFLOW__CORE__FERNET_KEY", base64.urlsafe_b64encode(os.u
 os.environ.setdefault("AIRFLOW__DATATABLES__MIN_POLL_INTERVAL", "0.1")
 
 import pytest  # noqa: E402
+from tests._dag_files import copy_to_dags_folder, imported  # noqa: E402
 from tests._uv import uv_command  # noqa: E402
 
 from airflow_tables.emulator.testing import EmulatorProcess  # noqa: E402
@@ -80,11 +80,8 @@ APP_URL = "http://app.tables.test"
 @pytest.fixture(scope="session")
 def dags_module():
     """The test DAGs, installed in Airflow's dags folder (dag.test() needs them there) and imported."""
-    home = Path(os.environ["AIRFLOW_HOME"])
-    dags = home / "dags"
-    dags.mkdir(parents=True, exist_ok=True)
     for source in TEST_DAGS.iterdir():
-        shutil.copy(source, dags / source.name)
+        copy_to_dags_folder(source)
     env = {**os.environ, "AIRFLOW__CORE__LOAD_EXAMPLES": "False"}
     migrate = subprocess.run(
         [str(Path(sys.executable).with_name("airflow")), "db", "migrate"],
@@ -94,10 +91,7 @@ def dags_module():
         timeout=300,
     )
     assert migrate.returncode == 0, migrate.stderr[-3000:]
-    spec = importlib.util.spec_from_file_location("datatables_test_dags", dags / "datatables_test_dags.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return imported("datatables_test_dags.py")
 
 
 @pytest.fixture

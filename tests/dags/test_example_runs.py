@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.dags._install import install_dag_file
+from tests._dag_files import dags_in, install
 
 DAGS = Path(__file__).resolve().parents[2] / "dags"
 
 
 def test_the_dataframe_example_names_its_table_readably(dags_module, datatables_conn):
-    (dag,) = install_dag_file(DAGS / "example_datatables_dataframe.py", DAGS / "data")
+    (dag,) = dags_in(install(DAGS / "example_datatables_dataframe.py", DAGS / "data"))
     dag_run = dag.test()
     card_id = dag_run.get_task_instance("import_orders_by_region").xcom_pull(task_ids="import_orders_by_region")
     assert str(dag_run.get_task_instance("import_orders_by_region").state) == "success"
@@ -40,7 +40,7 @@ def test_the_deadline_example_says_why_the_orders_table_is_late(dags_module, dat
     monkeypatch.setenv("DATATABLES_PROJECT_ID", project)
     monkeypatch.setenv("DATATABLES_DAILY_CARD_ID", card_id)
     monkeypatch.setenv("DATATABLES_POLL_INTERVAL", "0.2")
-    (dag,) = install_dag_file(DAGS / "example_datatables_deadline.py")
+    (dag,) = dags_in(install(DAGS / "example_datatables_deadline.py"))
 
     midnight = datetime.now(timezone.utc).replace(microsecond=0) - timedelta(hours=8)  # 07:00 is an hour ago
     dag_run = dag.test(logical_date=midnight, run_after=midnight)

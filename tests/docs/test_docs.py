@@ -277,12 +277,12 @@ class DocumentRun:
         assert ok, f"{block.where()}: the connection it defines fails the Test button: {message}"
 
     def run_dag(self, block: Block) -> None:
-        from tests.dags._install import install_dag_file
+        from tests._dag_files import dags_in, install
 
         self.request.getfixturevalue("dags_module")  # a migrated metadata database
         source = self.workdir / f"{self.doc.stem.lower()}_{block.line}.py"
         source.write_text(block.text, encoding="utf-8")
-        dags = install_dag_file(source, ROOT / "dags" / "data")
+        dags = dags_in(install(source, ROOT / "dags" / "data"))
         assert dags, f"{block.where()} defines no DAG"
         for dag in dags:
             dag_run = dag.test()

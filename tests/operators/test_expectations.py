@@ -6,24 +6,18 @@ request: the emulator's request log stays empty and no credit is spent.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
 import re
-from pathlib import Path
 
 import pytest
+from tests._dag_files import imported
 from tests.operators._runs import imports_since, orders_csv, run, state, xcom
 
 
 @pytest.fixture(scope="module")
 def gx_dags(dags_module):
     """tests/operators/dags/gx_test_dags.py, as installed in Airflow's dags folder by ``dags_module``."""
-    path = Path(os.environ["AIRFLOW_HOME"]) / "dags" / "gx_test_dags.py"
-    spec = importlib.util.spec_from_file_location("gx_test_dags", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return imported("gx_test_dags.py")
 
 
 @pytest.fixture

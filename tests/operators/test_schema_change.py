@@ -10,14 +10,13 @@ thread, while the run waits for it.
 from __future__ import annotations
 
 import csv
-import importlib.util
 import logging
-import os
 import threading
 import time
 from pathlib import Path
 
 import pytest
+from tests._dag_files import imported
 from tests.operators._runs import import_table, orders_csv, run, state
 
 ORDERS = ["order_id", "region", "amount", "note"]
@@ -28,11 +27,7 @@ pytestmark = pytest.mark.timeout(600)
 @pytest.fixture(scope="module")
 def sw_dags(dags_module):
     """tests/operators/dags/safe_writes_test_dags.py, as installed in Airflow's dags folder by ``dags_module``."""
-    path = Path(os.environ["AIRFLOW_HOME"]) / "dags" / "safe_writes_test_dags.py"
-    spec = importlib.util.spec_from_file_location("safe_writes_test_dags", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return imported("safe_writes_test_dags.py")
 
 
 def write_csv(path: Path, header: list[str], rows: list[list[object]]) -> Path:

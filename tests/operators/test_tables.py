@@ -436,7 +436,7 @@ def test_the_asset_warnings_come_only_for_a_table_no_dag_declares(dags_module, d
     from airflow.models.asset import AssetEvent, AssetModel
     from airflow.utils.session import create_session
     from sqlalchemy import func, select
-    from tests.dags._install import install_dag_file
+    from tests._dag_files import dags_in, install
 
     from airflow_tables.assets import table_asset
 
@@ -456,7 +456,7 @@ def test_the_asset_warnings_come_only_for_a_table_no_dag_declares(dags_module, d
         " start_date=datetime(2026, 1, 1), catchup=False) as dag:\n"
         "    EmptyOperator(task_id='noop')\n"
     )
-    (dag,) = install_dag_file(consumer)
+    (dag,) = dags_in(install(consumer))
     try:
         dag.test()  # writes the DAG, and with it the asset it declares, to the metadata database
     finally:

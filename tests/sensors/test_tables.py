@@ -14,7 +14,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
-from tests.dags._install import install_dag_file
+from tests._dag_files import dags_in, install
 from tests.operators._runs import run, state, xcom
 from tests.triggers.test_tables import imported, small_csv
 
@@ -123,7 +123,7 @@ def _replace_once_watched(emulator, card_id: str, directory: Path, not_before: d
 
 @pytest.mark.parametrize("mode", ["poke", "deferrable"])
 def test_completed_after_passes_over_an_earlier_read_and_takes_the_next(dags_module, datatables_conn, tmp_path, mode):
-    (dag,) = [d for d in install_dag_file(AFTER_DAGS) if d.dag_id == f"dt_sensor_after_{mode}"]
+    (dag,) = [d for d in dags_in(install(AFTER_DAGS)) if d.dag_id == f"dt_sensor_after_{mode}"]
     card_id = imported(datatables_conn, tmp_path)
     # The run's data interval ends a second after the table's last read: that read is "yesterday's".
     interval_end = _read_at(datatables_conn, card_id) + timedelta(seconds=1)

@@ -8,15 +8,14 @@ another connection in an ``s3://`` URI) and check that nothing was read or sent.
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import shutil
 import subprocess
 import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+from tests._dag_files import install
 from tests.operators._runs import state, xcom
 from tests.sources.conftest import CONN_ID
 
@@ -197,13 +196,7 @@ def test_the_validate_command_reads_the_setting_without_importing_airflow(landin
 def _allowed_dag(monkeypatch, allowed: str):
     """The DAG of dag_allowed_sources.py, parsed with ``allowed`` as its operators' allowed_sources."""
     monkeypatch.setenv("DATATABLES_TEST_ALLOWED", allowed)
-    target = Path(os.environ["AIRFLOW_HOME"]) / "dags" / DAG_FILE.name  # dag.test() runs DAGs from the dags folder
-    target.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copy(DAG_FILE, target)
-    spec = importlib.util.spec_from_file_location("dag_allowed_sources", target)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.dag
+    return install(DAG_FILE).dag
 
 
 def test_the_operator_refuses_a_file_outside_its_allowed_sources_at_no_cost(

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
-import os
-import shutil
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
+from tests._dag_files import install
 from tests.operators._runs import state
 from tests.sources.conftest import CONN_ID, received_bytes
 
@@ -17,13 +15,7 @@ CSV = "order_id,region,amount\n" + "".join(f"{i},north,{i * 3}\n" for i in range
 
 
 def _dags():
-    target = Path(os.environ["AIRFLOW_HOME"]) / "dags" / DAG_FILE.name  # dag.test() runs DAGs from the dags folder
-    target.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copy(DAG_FILE, target)
-    spec = importlib.util.spec_from_file_location("dag_read_once", target)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return install(DAG_FILE)
 
 
 @pytest.fixture
