@@ -121,9 +121,11 @@ def test_a_head_that_fails_fails_the_read_rather_than_leave_it_unchecked(s3_serv
     fs, key = _fs_and_key(f"s3://{CONN_ID}@{bucket}/orders.csv")
     stream = presigned_stream(fs, key, "orders.csv")
     assert stream is not None
-    with _with_head_answer(stream, TimeoutError()), pytest.raises(SourceError) as err:
+    with _with_head_answer(stream, PermissionError("HeadObject: Forbidden")), pytest.raises(SourceError) as err:
         stream.read()
-    assert "did not give its checksum to check the bytes against (TimeoutError)" in str(err.value)
+    assert "did not give its checksum to check the bytes against (PermissionError: HeadObject: Forbidden)" in str(
+        err.value
+    )
 
 
 def test_the_checksum_is_asked_after_the_get_is_sent(s3_server, bucket, monkeypatch):

@@ -101,9 +101,10 @@ class PresignedGet(ThreadedReadAhead):
         """The stored object's checksum from the HEAD, once its ETag is the GET's; else the read fails."""
         try:
             stored = self._head_answer.result(timeout=self._timeout)
-        except Exception as err:
+        except Exception as err:  # the storage library's own error, said as s3fs's path says it
+            detail = f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
             raise SourceError(
-                self.label, f"the storage did not give its checksum to check the bytes against ({type(err).__name__})"
+                self.label, f"the storage did not give its checksum to check the bytes against ({detail})"
             ) from None
         if self._response.getheader("ETag") != stored.get("ETag"):
             raise SourceError(self.label, "it was replaced in the storage while it was being read")
