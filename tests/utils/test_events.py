@@ -7,7 +7,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from tests.dags._install import install_dag_file
+from tests._dag_files import dags_in, install
 from tests.operators._runs import import_table, orders_csv, run, xcom
 
 from airflow_tables.assets import table_ref
@@ -76,7 +76,7 @@ def partitioned_table(dags_module, datatables_conn, tmp_path, monkeypatch):
     monkeypatch.setenv("DT_PARTITION_PROJECT_ID", datatables_conn.project_id)
     monkeypatch.setenv("DT_PARTITION_CARD_ID", card_id)
     monkeypatch.setenv("DT_PARTITION_SERVICE", datatables_conn.base_url)
-    dags = {dag.dag_id: dag for dag in install_dag_file(PARTITION_DAGS)}
+    dags = {dag.dag_id: dag for dag in dags_in(install(PARTITION_DAGS))}
     return card_id, dags
 
 
