@@ -116,6 +116,17 @@ def test_an_object_replaced_between_its_get_and_its_head_fails_before_its_first_
     assert "while it was being read" in str(err.value)
 
 
+def test_a_store_that_leaves_out_an_etag_is_read_and_checked_by_its_checksum(s3_server, bucket):
+    s3_server.put(bucket, "orders.csv", DATA)
+    fs, key = _fs_and_key(f"s3://{CONN_ID}@{bucket}/orders.csv")
+    stream = presigned_stream(fs, key, "orders.csv")
+    assert stream is not None
+    without_etag = {k: v for k, v in stream._head_answer.result(timeout=30).items() if k != "ETag"}
+    with _with_head_answer(stream, without_etag):
+        assert stream.read() == DATA
+        assert stream._checksum is not None and stream._checksum.name == "crc32"
+
+
 def test_a_head_that_fails_fails_the_read_rather_than_leave_it_unchecked(s3_server, bucket):
     s3_server.put(bucket, "orders.csv", DATA)
     fs, key = _fs_and_key(f"s3://{CONN_ID}@{bucket}/orders.csv")
