@@ -9,7 +9,9 @@ authenticates works unchanged, and only the transfer of the body is ours.
 
 The checksum that botocore checks on a GET is checked here too: a HEAD through the same client
 (``ChecksumMode=ENABLED``), sent once the GET is on its way and answered while the storage
-prepares the GET's answer, gives the stored object's full-object checksum and ETag. Its answer
+prepares the GET's answer, gives the stored object's checksum and ETag; the checksum is checked
+only where the store says it covers the whole object (not a multipart upload's checksum of its
+parts: :func:`_checksum_of`). Its answer
 is awaited by the first piece, on the thread that receives, so it holds nothing up: the upload
 waits for the GET's first bytes anyway. The body is summed as it arrives and compared at its
 end, and a mismatch fails the read there, before an upload's form is complete (it stops short:
@@ -163,13 +165,33 @@ _CHECKSUMS = {"ChecksumCRC32": "crc32", "ChecksumSHA1": "sha1", "ChecksumSHA256"
 
 
 def _checksum_of(head: dict[str, Any]) -> _Checksum | None:
-    if head.get("ChecksumType", "FULL_OBJECT") != "FULL_OBJECT":
+    """The checksum to hold the bytes to, only where the store says it is of the whole object.
+
+    A multipart upload's checksum (what boto3's ``upload_file`` makes above 8 MiB) is by default a
+    checksum of its parts' checksums: S3 says so with ``ChecksumType: COMPOSITE`` and a ``-N``
+    suffix, moto with neither (only its ETag's ``-N`` tells). A checksum is therefore checked when
+    ``ChecksumType`` is ``FULL_OBJECT``, or, where the store gives no type, when the ETag shows a
+    single-part object; a checksum of an uncertain kind is left unchecked (TLS and the length
+    still hold the transfer), never taken for a mismatch that would fail a good read.
+    """
+    kind = head.get("ChecksumType")
+    if kind is None and not _single_part(head):
+        return None
+    if kind is not None and kind != "FULL_OBJECT":
         return None  # a composite checksum (a multipart upload's) is of the parts, not of the bytes
     for field, name in _CHECKSUMS.items():
         value = head.get(field)
-        if value and "-" not in value:
+        if value and "-" not in value:  # "...-3": composite, whatever the type said
             return _Checksum(name, value)
     return None
+
+
+def _single_part(head: dict[str, Any]) -> bool:
+    """Whether the HEAD shows an object stored in one part: an ETag without a multipart ``-N`` suffix."""
+    etag = str(head.get("ETag") or "").strip('"')
+    if not etag or int(head.get("PartsCount") or 1) > 1:
+        return False
+    return "-" not in etag
 
 
 def presigned_stream(
