@@ -109,8 +109,9 @@ def test_no_credit_left_is_402_and_nothing_is_imported(make_emulator):
         (b"Soci\xe9t\xe9,Montant\nAcme,10\n", ["line 1", "0xE9", "UTF-8"]),
         (b"id,na\x00me\n1,2\n", ["line 1", "NUL"]),
         (__import__("gzip").compress(b"a,b\n1,2\n"), ["this is a gzip file, not a CSV"]),
+        (b"id," + b"h" * 2000 + b"\n1,2\n", ["column 2's heading is 2,000 characters long", "at most 1,024"]),
     ],
-    ids=["ragged", "empty", "latin-1", "open-quote", "latin-1-heading", "nul-heading", "gzip"],
+    ids=["ragged", "empty", "latin-1", "open-quote", "latin-1-heading", "nul-heading", "gzip", "long-heading"],
 )
 def test_a_file_the_csv_rules_refuse_is_422_naming_the_problem_and_costs_nothing(client, content, words):
     with client.costs_nothing():

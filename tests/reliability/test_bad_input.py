@@ -319,19 +319,21 @@ def test_processed_as_a_string_is_not_finished(canned_server, make_hook):  # noq
 # -- awkward files ----------------------------------------------------------------------------------
 
 
-def test_a_one_mebibyte_heading_is_one_column_on_both_sides(own_emulator, own_hook, tmp_path):
+def test_a_one_mebibyte_heading_is_refused_on_both_sides_and_costs_nothing(own_emulator, own_hook, tmp_path):
+    """A heading is a name people read: one of 1 MiB is refused (issue 36 point 15), by the rules both sides share."""
+    from airflow_tables.exceptions import DataTablesRejectedFileError
+
     heading = "h" * (1024 * 1024)
     path = tmp_path / "long_heading.csv"
     path.write_text(f"{heading}\n1\n2\n3\n")
     report = validate_csv(path)
-    assert report.ok, report.errors
-    assert (report.columns, report.rows) == ([heading], 3)
-    card_id = own_hook.import_csv(None, path)
-    own_emulator.wait_until_processed(own_emulator.project_id, card_id)
-    table = own_hook.get_card(None, card_id)
-    assert table["Rows"] == 3
-    assert [c["ColumnName"] for c in table["Columns"]] == [heading]
-    own_hook.delete_card(None, card_id)
+    assert [p.code for p in report.errors] == ["heading-too-long"]
+    assert "column 1's heading is 1,048,576 characters long" in str(report.errors[0])
+    credits = own_emulator.credits()
+    with pytest.raises(DataTablesRejectedFileError) as refused:
+        own_hook.import_csv(None, path)
+    assert refused.value.status_code == 422 and "at most 1,024" in str(refused.value)
+    assert len(str(refused.value)) < 1000 and own_emulator.credits() == credits
 
 
 def test_ten_thousand_columns_are_refused_fast_in_bounded_memory_and_cost_nothing(own_emulator, own_hook, tmp_path):

@@ -114,6 +114,18 @@ def test_limits(tmp_path):
     assert [p.code for p in validate_csv(big, max_bytes=100).errors] == ["too-large"]
 
 
+def test_a_heading_too_long_to_read_is_refused_and_quoted_only_in_part(tmp_path):
+    """Issue 36 point 15: a 15 MiB heading passed validation and reached the page, the logs and the form."""
+    huge = "h" * (15 * 1024 * 1024)
+    report = validate_csv(write(tmp_path, f"id,{huge},name\n1,2,3\n"))
+    assert [p.code for p in report.errors] == ["heading-too-long"]
+    message = str(report.errors[0])
+    assert "column 2's heading is 15,728,640 characters long ('hhhh" in message and len(message) < 400
+    assert report.warnings == []  # no warning quotes it either
+    edge = "x" * 1024
+    assert validate_csv(write(tmp_path, f"id,{edge}\n1,2\n")).ok  # the limit itself is taken
+
+
 def test_file_name_rule(tmp_path):
     report = validate_csv(write(tmp_path, "a\n1\n", name="data.txt"))
     assert [p.code for p in report.errors] == ["file-name"]

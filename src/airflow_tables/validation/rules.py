@@ -22,6 +22,9 @@ chose where it is silent (see ``docs/validation.md``):
   occurrence of a name, compared after trimming whitespace and ignoring case.
 * At most 300 columns and 512 MB (stated; 512 MB read as 512 MiB, the larger
   reading, since the document does not define MB).
+* A heading of at most 1,024 characters (chosen, defensively: the document shows
+  no limit, and a heading is a name shown in the table, the logs, the Data Tables
+  page and the approval form; a 15 MiB one passed validation and reached them all).
 * Quoting follows RFC 4180 as Python's csv module reads it: a field may be
   enclosed in double quotes, inside which separators and line breaks are data
   and a doubled quote is one quote; a quote in the middle of an unquoted field is
@@ -44,6 +47,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 MAX_COLUMNS = 300
+#: The longest heading taken, in characters (not shown by the interface: chosen, see the module's list).
+MAX_HEADING_CHARS = 1024
 MAX_BYTES = 512 * 1024**2
 MEDIA_TYPE = "text/csv"
 FILE_SUFFIX = ".csv"
@@ -350,6 +355,12 @@ TOO_MANY_COLUMNS = Rule(
     "header",
     "the header has {columns:,} columns; the service takes at most {limit}. Drop columns or split the file.",
 )
+HEADING_TOO_LONG = Rule(
+    "heading-too-long",
+    "header",
+    "column {position}'s heading is {length:,} characters long ({start!r}...); at most {limit:,} are taken, since "
+    "a heading is a name people read. Shorten it.",
+)
 BLANK_HEADING = Rule("blank-heading", "header", "column {position} has no heading; it will be named {name!r}")
 REPEATED_HEADING = Rule(
     "repeated-heading", "header", "column {position} repeats the heading {heading!r}; it will be named {name!r}"
@@ -472,8 +483,21 @@ def heading_warnings(headings: list[str], names: list[str]) -> list[Problem]:
     """Say which headings the service will rename, so nobody is surprised by the table."""
     warnings = []
     for i, (heading, name) in enumerate(zip(headings, names, strict=True), start=1):
+        if len(heading) > MAX_HEADING_CHARS:
+            continue  # refused (heading_length_problems); a warning would quote all of it
         if not heading.strip():
             warnings.append(BLANK_HEADING.problem(position=i, name=name))
         elif heading.strip() != name:
             warnings.append(REPEATED_HEADING.problem(position=i, heading=heading.strip(), name=name))
     return warnings
+
+
+def heading_length_problems(headings: list[str], line: int) -> list[Problem]:
+    """The headings longer than :data:`MAX_HEADING_CHARS`, each named by its position and its first characters."""
+    return [
+        HEADING_TOO_LONG.problem(
+            line=line, record=1, position=i, length=len(heading), start=heading[:40], limit=MAX_HEADING_CHARS
+        )
+        for i, heading in enumerate(headings, start=1)
+        if len(heading) > MAX_HEADING_CHARS
+    ]

@@ -222,6 +222,7 @@ def _scan(
     scan.column_count = len(scan.columns) if shape.named_end == -1 else shape.fields
     scan.data_offset = data_offset
     scan.warnings.extend(rules.heading_warnings(scan.headings, scan.columns))
+    scan.errors.extend(rules.heading_length_problems(scan.headings, header_line))
     scan.errors.extend(_heading_byte_problems(header, header_line))
     if records.unterminated_line is not None or shape.unterminated:
         return scan.stop(rules.HEADER_UNTERMINATED.problem(line=header_line, record=1))
