@@ -341,6 +341,42 @@ def test_a_proxy_page_echoing_the_key_shows_no_piece_of_it(form):
     assert leaked(str(info.value) + repr(info.value), LONG_KEY) == []
 
 
+def hostile_forms(key: str) -> dict[str, str]:
+    """What a hostile answer may echo the key as, beyond the forms a proxy page uses (issue 36 point 14)."""
+    return {
+        "decimal-entities": "".join(f"&#{ord(c)};" for c in key),
+        "hex-entities": "".join(f"&#x{ord(c):X};" for c in key),
+        "fully-percent-encoded": "".join(f"%{ord(c):02X}" for c in key),
+        "u-escapes": "".join(f"\\u{ord(c):04x}" for c in key),
+        "upper-cased": key.upper(),
+        "mixed": "".join(
+            f"&#{ord(c)};" if i % 3 == 0 else f"%{ord(c):02x}" if i % 3 == 1 else c.upper() for i, c in enumerate(key)
+        ),
+    }
+
+
+@pytest.mark.parametrize("form", list(hostile_forms(LONG_KEY)))
+def test_an_answer_echoing_the_key_in_an_unforeseen_encoding_shows_none_of_it(form):
+    shown = hostile_forms(LONG_KEY)[form]
+    page = f"<pre>X-API-Key: {shown}\nAccept: */*</pre><p>402 &amp; 50% off</p>"
+    s = settings(key=LONG_KEY)
+    with pytest.raises(ex.DataTablesServerError) as info:
+        answer(502, page.encode(), {"Content-Type": "text/html"}, s=s)
+    text = str(info.value) + repr(info.value)
+    from airflow_tables.hooks._http import _decoded
+
+    plain = _decoded(text)[0]
+    key = LONG_KEY.lower()
+    assert not [key[i : i + 8] for i in range(len(key) - 7) if key[i : i + 8] in plain], text[:300]
+    assert leaked(text, LONG_KEY) == []
+    assert "X-API-Key" in text
+
+
+def test_the_decoded_scan_leaves_ordinary_escapes_alone():
+    text = "a &amp; b, 50% off, %20 and \\n, &#65;BC, caf\\u00e9"
+    assert scrub(text, "dtk_" + "q" * 40) == text
+
+
 def test_client_messages_are_scrubbed_before_they_are_cut():
     s = settings(key=LONG_KEY)
     req = s.request("GET", "projects", "P", "cards")

@@ -187,6 +187,11 @@ def scrub(text: str, secret: str) -> str:
     fragments are hidden, and callers scrub before they cut (:func:`excerpt`). A form
     shorter than ``MIN_FRAGMENT`` (a short key) is hidden only whole: its pieces would be
     escape syntax (``amp``) found in any text.
+
+    A hostile answer may also echo the key in a form no list foresees: every character as a
+    numeric HTML entity, fully percent-encoded, as ``\\u`` escapes, or upper-cased. So the text
+    is also read decoded (:func:`_decoded`: each escape read as the character it stands for,
+    letters lower-cased), and a run of the key found there hides the escapes it was read from.
     """
     if not secret or not text:
         return text
@@ -195,6 +200,14 @@ def scrub(text: str, secret: str) -> str:
         for at in range(len(text) - size + 1):
             if text[at : at + size] in grams:
                 hidden[at : at + size] = [True] * size
+    plain, spans = _decoded(text)
+    key = secret.lower()
+    size = min(MIN_FRAGMENT, len(key))
+    grams = {key[at : at + size] for at in range(len(key) - size + 1)}
+    for at in range(len(plain) - size + 1):
+        if plain[at : at + size] in grams:
+            start, end = spans[at][0], spans[at + size - 1][1]
+            hidden[start:end] = [True] * (end - start)
     if not any(hidden):
         return text
     out: list[str] = []
@@ -204,6 +217,59 @@ def scrub(text: str, secret: str) -> str:
         elif at == 0 or not hidden[at - 1]:
             out.append("***")
     return "".join(out)
+
+
+#: The escapes a page may write a character as: HTML entities (numeric and named), percent-encoding,
+#: and the backslash escapes of JSON, JavaScript and Python.
+_ESCAPE = re.compile(
+    r"&#[xX][0-9a-fA-F]{1,6};?|&#[0-9]{1,7};?|&[a-zA-Z][a-zA-Z0-9]{1,31};|%[0-9a-fA-F]{2}"
+    r"|\\u[0-9a-fA-F]{4}|\\U[0-9a-fA-F]{8}|\\x[0-9a-fA-F]{2}|\\[\\/\"']"
+)
+
+
+def _decoded(text: str) -> tuple[str, list[tuple[int, int]]]:
+    """``text`` with each escape read as its character, lower-cased; and where each character came from.
+
+    ``spans[i]`` is the ``(start, end)`` of the text that the decoded character ``i`` was read
+    from, so a run found in the decoded text hides exactly those characters of the original.
+    """
+    chars: list[str] = []
+    spans: list[tuple[int, int]] = []
+    at = 0
+    for match in _ESCAPE.finditer(text):
+        for i in range(at, match.start()):
+            chars.append(_lower(text[i]))
+            spans.append((i, i + 1))
+        chars.append(_lower(_unescaped(match.group())))
+        spans.append(match.span())
+        at = match.end()
+    for i in range(at, len(text)):
+        chars.append(_lower(text[i]))
+        spans.append((i, i + 1))
+    return "".join(chars), spans
+
+
+def _unescaped(escape: str) -> str:
+    """The one character an escape stands for (the escape itself where it stands for none, or for more)."""
+    try:
+        if escape.startswith("&#"):
+            digits = escape[2:].rstrip(";")
+            return chr(int(digits[1:], 16) if digits[:1] in "xX" else int(digits))
+        if escape.startswith("&"):
+            text = html.unescape(escape)
+            return text if len(text) == 1 else escape
+        if escape.startswith("%"):
+            return chr(int(escape[1:], 16))
+        if escape[:2] in ("\\u", "\\U", "\\x"):
+            return chr(int(escape[2:], 16))
+        return escape[1]
+    except (ValueError, OverflowError):
+        return escape
+
+
+def _lower(char: str) -> str:
+    lowered = char.lower()
+    return lowered if len(lowered) == 1 else char
 
 
 @functools.lru_cache(maxsize=8)
