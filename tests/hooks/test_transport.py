@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import re
 import socket
 import threading
@@ -189,6 +190,40 @@ def test_a_junk_gzip_body_is_a_typed_error(make_hook, hostile, mode):
         hook.list_cards() if mode == "sync" else asyncio.run(hook.a_list_cards())
     assert "gzip" in str(info.value) and "could not be decoded" in str(info.value)
     assert info.value.status_code == 200
+
+
+def test_a_large_listing_is_parsed_off_the_event_loop(make_hook, hostile, monkeypatch):
+    """Issue 36 point 15: a 55 MiB listing held the triggerer's loop for up to 0.78 s a poll."""
+    import threading
+
+    from airflow_tables.hooks import _transport
+
+    cards = [{"CardID": f"CRD-{i:08d}", "CardName": f"table {i}", "Rows": i, "Processed": True} for i in range(20_000)]
+    body = json.dumps({"Msg": "OK", "ExecTime": 0.1, "Cards": cards}).encode()
+    assert len(body) > _transport.PARSE_OFF_LOOP_BYTES
+
+    def answer(server, conn, head) -> None:
+        server.write(
+            conn,
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body,
+        )
+
+    parsed_on: list[int] = []
+    interpret = _transport.interpret
+
+    def noting(*args, **kwargs):  # a spy: the real parse, and the thread it ran on
+        parsed_on.append(threading.get_ident())
+        return interpret(*args, **kwargs)
+
+    monkeypatch.setattr(_transport, "interpret", noting)
+    hook = make_hook(hostile(answer).url, "k-0123456789", project_id="P", max_retries=0)
+
+    async def listed() -> tuple[int, list]:
+        return threading.get_ident(), await hook.a_list_cards()
+
+    loop_thread, listing = asyncio.run(listed())
+    assert len(listing) == 20_000 and listing[-1]["CardID"] == "CRD-00019999"
+    assert parsed_on and loop_thread not in parsed_on
 
 
 # -- each library's errors, mapped once: the same answer from both transports ---------------------
