@@ -18,6 +18,11 @@ PACKAGE = "airflow_tables"
 #: Who may not import whom: (importer prefix, forbidden prefixes, why).
 RULES: list[tuple[str, tuple[str, ...], str]] = [
     ("model", (PACKAGE,), "the service's nouns are I/O-free and stand on nothing of ours but exceptions"),
+    (
+        "evidence",
+        ("hooks", "operators", "sensors", "utils", "plugins", "triggers", "sources", "validation"),
+        "the evidence rule is I/O-free: the hook and the operators hand it what they read",
+    ),
     ("exceptions", (PACKAGE,), "every layer raises them, so they import nothing of ours"),
     ("version_compat", ("operators", "sensors", "utils", "plugins", "triggers", "hooks"), "it sits below them all"),
     ("_durable", ("operators", "sensors", "utils", "plugins", "triggers", "hooks"), "version_compat's stand-in"),

@@ -16,7 +16,10 @@ the operators, the sensor and ``utils`` that use it.
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import hmac
 import json
+import logging
 from collections.abc import Collection, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -32,9 +35,13 @@ if TYPE_CHECKING:
 class _VariableStore:
     """``get``/``set``/``delete`` of JSON values in Airflow Variables, scoped to one task instance."""
 
-    def __init__(self, context: Context) -> None:
-        ti = context["ti"]
-        self.prefix = f"airflow_tables.state.{ti.dag_id}.{ti.run_id}.{ti.task_id}.{ti.map_index}."
+    def __init__(self, context: Context | None, prefix: str | None = None) -> None:
+        if prefix is None:
+            assert context is not None
+            ti = context["ti"]
+            prefix = f"airflow_tables.state.{ti.dag_id}.{ti.run_id}.{ti.task_id}.{ti.map_index}."
+        self.prefix = prefix
+        self.description: str | None = None
 
     def get(self, key: str) -> Any:
         from airflow.sdk import Variable
@@ -45,7 +52,7 @@ class _VariableStore:
     def set(self, key: str, value: Any) -> None:
         from airflow.sdk import Variable
 
-        Variable.set(self.prefix + key, json.dumps(value))
+        Variable.set(self.prefix + key, json.dumps(value), description=self.description)
 
     def delete(self, key: str) -> None:
         from airflow.sdk import Variable
@@ -53,10 +60,89 @@ class _VariableStore:
         Variable.delete(self.prefix + key)
 
 
-def durable_store(context: Context) -> Any:
-    """The task instance's store that outlives its tries: the task state store, or Variables below 3.3."""
+def durable_store(context: Context, secret: str, log: Any = None) -> SignedStore:
+    """The task instance's store that outlives its tries (the task state store, or Variables below 3.3), signed.
+
+    ``secret`` is the connection's API key: what the provider reads back was written by a task
+    that held it, for this task instance (see :class:`SignedStore`).
+    """
     store = context.get("task_state_store")
-    return store if store is not None else _VariableStore(context)
+    return SignedStore(store if store is not None else _VariableStore(context), secret, _scope(context), log)
+
+
+def shared_records(prefix: str, secret: str, description: str, log: Any = None) -> SignedStore:
+    """Signed Variables named ``prefix + key`` that belong to no task instance (a table's ``if_older`` record)."""
+    store = _VariableStore(None, prefix)
+    store.description = description
+    return SignedStore(store, secret, prefix, log, owner="this table")
+
+
+def _scope(context: Context) -> str:
+    ti = context["ti"]
+    return f"{ti.dag_id}\0{ti.run_id}\0{ti.task_id}\0{ti.map_index}"
+
+
+#: What a signed value is stored as: ``{"value": ..., SIGNATURE: "<hex>"}``.
+SIGNATURE = "airflow_tables_hmac_sha256"
+
+
+class SignedStore:
+    """A durable store whose values carry an HMAC bound to the task instance, the key and a secret.
+
+    Below Airflow 3.3 the store is made of Variables with predictable names, which any DAG author
+    (and any UI user allowed to edit Variables) can write: a forged job or note could make an
+    import return another team's table, or a replacement succeed without sending. Each value is
+    therefore signed with a key derived from the connection's API key (which a Variable writer
+    without the connection does not read), over the task instance (DAG, run, task, map index),
+    the note's name and the value: a note copied from another task instance, edited, or written
+    by hand does not verify. One that does not is treated as absent, with a warning, and
+    deleted, so the task decides from the service alone (which never pays twice: the evidence
+    rule of :mod:`airflow_tables.evidence` still holds). A value of the previous release
+    (unsigned) is treated the same way.
+    """
+
+    def __init__(self, store: Any, secret: str, scope: str, log: Any = None, owner: str = "this task instance") -> None:
+        self._store = store
+        self._key = hmac.new(b"airflow-tables durable notes", secret.encode(), hashlib.sha256).digest()
+        self._scope = scope
+        self._log = log
+        self._owner = owner
+
+    def signed(self, key: str, value: Any) -> dict[str, Any]:
+        """``value`` as it is stored under ``key`` (a job returned to ``ResumableJobMixin`` is stored by it)."""
+        return {"value": value, SIGNATURE: self._signature(key, value)}
+
+    def opened(self, key: str, stored: Any) -> Any:
+        """The value of what is stored under ``key`` when it verifies, else ``None`` (with a warning)."""
+        if stored is None:
+            return None
+        signature = stored.get(SIGNATURE) if isinstance(stored, dict) and len(stored) == 2 else None
+        if isinstance(signature, str) and hmac.compare_digest(signature, self._signature(key, stored.get("value"))):
+            return stored["value"]
+        (self._log or logging.getLogger(__name__)).warning(
+            "The stored record %r was not written by airflow-tables for %s with this connection's key (edited, "
+            "copied from elsewhere, written by hand, or by an earlier release): it is ignored",
+            getattr(self._store, "prefix", "") + key,
+            self._owner,
+        )
+        return None
+
+    def get(self, key: str) -> Any:
+        stored = self._store.get(key)
+        value = self.opened(key, stored)
+        if value is None and stored is not None:
+            self.delete(key)  # treated as absent: the next write replaces it
+        return value
+
+    def set(self, key: str, value: Any) -> None:
+        self._store.set(key, self.signed(key, value))
+
+    def delete(self, key: str) -> None:
+        self._store.delete(key)
+
+    def _signature(self, key: str, value: Any) -> str:
+        message = json.dumps([self._scope, key, value], sort_keys=True, separators=(",", ":")).encode()
+        return hmac.new(self._key, message, hashlib.sha256).hexdigest()
 
 
 @contextlib.contextmanager
@@ -98,17 +184,18 @@ def _variable_notes(context: Context, task: Any, notes: Collection[str]) -> list
 
 
 def task_series(context: Context) -> int:
-    """The first try number of the task instance's current series of tries: a clear starts a new series.
+    """The task instance's current series of tries, as the database keeps it: a clear starts a new one.
 
     A retry keeps ``max_tries``; clearing a task sets it to the last try's number plus the task's
-    ``retries`` (``clear_task_instances``, Airflow 3.1 to 3.3), so Airflow's own rule (the task
-    runner's ``get_first_reschedule_date``) gives the first try since the last clear:
-    ``max_tries - retries + 1``. A note written in an earlier series belongs to a run the user
+    ``retries`` (``clear_task_instances``, Airflow 3.1 to 3.4), so ``max_tries`` names the series.
+    It is read from the task instance alone, never from the DAG file: a ``retries`` lowered in
+    the file between two tries (which moved ``max_tries - retries``) must not make a retry look
+    like a clear, which would send a paid import again. A clear that leaves ``max_tries`` as it
+    was (``retries`` lowered by exactly the tries run) is taken for a retry: it adopts on evidence
+    rather than pays twice. A note written in an earlier series belongs to a run the user
     cleared, and must not be resumed.
     """
-    ti = context["ti"]
-    retries = getattr(context.get("task"), "retries", None) or 0
-    return max(1, int(ti.max_tries) - int(retries) + 1)
+    return max(1, int(context["ti"].max_tries))
 
 
 def _ends_task_instance(err: BaseException, context: Context) -> bool:
@@ -137,7 +224,9 @@ class DurableJobMixin:
     """``ResumableJobMixin``'s decisions for Airflow < 3.3, over :class:`_VariableStore`.
 
     Submit once per task instance, whatever the number of tries: a later try that finds the
-    job of an earlier one waits on it (or returns its result) instead of submitting again.
+    job of an earlier one waits on it (or returns its result) instead of submitting again. A
+    Variable is writable by any DAG author, so a job the operator cannot authenticate
+    (``is_job_authentic``: its signature, :class:`SignedStore`) is deleted and taken as none.
     """
 
     external_id_key: str  # set by the operator, as with the SDK's mixin
@@ -156,6 +245,8 @@ class DurableJobMixin:
 
         def get_job_result(self, external_id: JsonValue, context: Context) -> Any: ...
 
+        def is_job_authentic(self, external_id: JsonValue, context: Context) -> bool: ...
+
     # Operators' __init__ methods are wrapped by BaseOperatorMeta; a mixin's must be too (as the SDK's is).
     @BaseOperatorMeta._apply_defaults  # type: ignore[type-var]
     def __init__(self, *, durable: bool = True, **kwargs: Any) -> None:
@@ -165,6 +256,9 @@ class DurableJobMixin:
     def execute_resumable(self, context: Context) -> Any:
         store = _VariableStore(context) if self.durable else None
         external_id = store.get(self.external_id_key) if store is not None else None
+        if store is not None and external_id is not None and not self.is_job_authentic(external_id, context):
+            store.delete(self.external_id_key)  # forged or edited (see SignedStore): as if there were none
+            external_id = None
         if external_id is not None:
             status = self.get_job_status(external_id, context)
             if self.is_job_active(status):
@@ -180,4 +274,4 @@ class DurableJobMixin:
         return self.get_job_result(external_id, context)
 
 
-__all__ = ["DurableJobMixin", "durable_store", "forgotten_when_ended", "task_series"]
+__all__ = ["DurableJobMixin", "SignedStore", "durable_store", "forgotten_when_ended", "shared_records", "task_series"]

@@ -36,29 +36,36 @@ class CsvProblem(Protocol):
 class DataTablesError(Exception):
     """The service refused a request, or its answer could not be understood.
 
-    Built as ``DataTablesError(status_code, msg)``.
+    Built as ``DataTablesError(status_code, msg)``. ``seen=True`` marks what a look at a table
+    showed (a failed read, a table gone, a wait that ran out) rather than a request's failure:
+    its message is ``msg`` alone, with no "failed (no response)" for a request that was answered.
     """
 
-    def __init__(self, status_code: int | None, msg: str = "", *, method: str = "", url: str = "") -> None:
+    def __init__(
+        self, status_code: int | None, msg: str = "", *, method: str = "", url: str = "", seen: bool = False
+    ) -> None:
         self.status_code: int | None = status_code
         self.msg: str = str(msg or "")
         self.method = method
         self.url = url
+        self.seen = seen
         where = f"{method} {url} " if method else ""
         status = f"HTTP {status_code}" if status_code is not None else "no response"
-        super().__init__(f"{where}failed ({status}): {self.msg}")
+        super().__init__(self.msg if seen else f"{where}failed ({status}): {self.msg}")
 
     def __reduce__(self) -> tuple:
         # Keep the status, the message and the request when an error crosses a process boundary.
         return (
             _rebuild,
-            (type(self), self.status_code, self.msg, self.method, self.url),
+            (type(self), self.status_code, self.msg, self.method, self.url, self.seen),
             dict(self.__dict__),
         )
 
 
-def _rebuild(cls: type[DataTablesError], status_code: int | None, msg: str, method: str, url: str) -> DataTablesError:
-    return cls(status_code, msg, method=method, url=url)
+def _rebuild(
+    cls: type[DataTablesError], status_code: int | None, msg: str, method: str, url: str, seen: bool = False
+) -> DataTablesError:
+    return cls(status_code, msg, method=method, url=url, seen=seen)
 
 
 class DataTablesBadRequestError(DataTablesError):

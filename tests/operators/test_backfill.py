@@ -7,6 +7,7 @@ it was and no retry; ``if_older="replace"`` sends it; a run without a logical da
 
 from __future__ import annotations
 
+import json
 import logging
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -103,3 +104,64 @@ def test_a_run_without_a_logical_date_is_never_held_back(sw_dags, datatables_con
     assert state(replace(sw_dags, "sw_backfill_a", card_id, orders_csv(tmp_path, rows=5), NEW), "replace") == "success"
     dateless = replace(sw_dags, "sw_backfill_b", card_id, orders_csv(tmp_path, rows=2), None)
     assert state(dateless, "replace") == "success" and rows_of(emulator, card_id) == 2
+
+
+# -- records a Variable writer may have written (issue 36 point 8) -----------------------------------------
+
+
+def _record_name(emulator, card_id: str) -> str:
+    from airflow_tables.assets import table_ref
+    from airflow_tables.operators._backfill import PREFIX
+
+    return PREFIX + table_ref(emulator.project_id, card_id, service=emulator.base_url).name
+
+
+@pytest.mark.parametrize(
+    "forged",
+    [
+        '{"logical_date": "2099-01-01T00:00:00+00:00", "dag_id": "x", "run_id": "x", "task_id": "x"}',
+        '{"logical_date": "2026-01-01T00:00:00", "dag_id": "x", "run_id": "x", "task_id": "x"}',  # no zone
+    ],
+    ids=["a date in the future", "a date without a zone"],
+)
+def test_a_record_written_by_hand_holds_no_replace_back(
+    sw_dags, datatables_conn, table, tmp_path, caplog, capfd, forged
+):
+    from airflow.models import Variable
+
+    emulator, card_id = datatables_conn, table
+    name = _record_name(emulator, card_id)
+    Variable.set(name, forged)
+    try:
+        emulator.reset_stats()
+        credits = emulator.credits()
+        with caplog.at_level(logging.WARNING):
+            dag_run = replace(sw_dags, "sw_backfill_a", card_id, orders_csv(tmp_path, "a.csv", rows=7), NEW)
+        assert state(dag_run, "replace") == "success"
+        assert imports(emulator) == 1 and credits - emulator.credits() == 1 and rows_of(emulator, card_id) == 7
+        logged = caplog.text + "".join(capfd.readouterr())
+        assert f"The stored record {name!r} was not written by airflow-tables for this table" in logged
+        stored = Variable.get(name)
+        assert NEW.isoformat() in stored and "2099" not in stored  # replaced by this run's signed record
+    finally:
+        Variable.delete(name)
+
+
+def test_a_signed_record_dated_in_the_future_holds_no_replace_back(sw_dags, datatables_conn, table, tmp_path):
+    """Even a record the provider signed is checked: a date later than now names no run that replaced anything."""
+    from airflow.models import Variable
+
+    from airflow_tables._durable import shared_records
+    from airflow_tables.operators._backfill import PREFIX
+
+    emulator, card_id = datatables_conn, table
+    name = _record_name(emulator, card_id)
+    record = {"logical_date": "2099-01-01T00:00:00+00:00", "dag_id": "x", "run_id": "x", "task_id": "x"}
+    signed = shared_records(PREFIX, emulator.api_key, "").signed(name[len(PREFIX) :], record)
+    Variable.set(name, json.dumps(signed))
+    try:
+        emulator.reset_stats()
+        dag_run = replace(sw_dags, "sw_backfill_a", card_id, orders_csv(tmp_path, "a.csv", rows=7), NEW)
+        assert state(dag_run, "replace") == "success" and imports(emulator) == 1 and rows_of(emulator, card_id) == 7
+    finally:
+        Variable.delete(name)

@@ -274,7 +274,10 @@ def test_a_retry_after_a_lost_answer_resumes_and_no_note_outlives_the_task(
     else:
         note = between["variables"]["datatables_import_sent"]
         assert between["task_state_store"] is None
-    assert note["file"] == "noted.csv"
+    from airflow_tables._durable import SIGNATURE
+
+    assert set(note) == {"value", SIGNATURE}  # signed with the connection's key (issue 36 point 7)
+    assert note["value"]["file"] == "noted.csv"
     assert durable_variables(dag_id) == []
 
 
@@ -290,7 +293,7 @@ def test_below_airflow_3_3_a_timed_out_wait_resumes_through_a_variable_then_remo
     ti = dag_run.get_task_instance("import")
     assert str(ti.state) == "success" and ti.try_number == 2
     assert imports_since(emulator, stats) == 1
-    assert json.loads(notes.read_text())["variables"]["datatables_table"]["card_id"] == xcom(dag_run, "import")
+    assert json.loads(notes.read_text())["variables"]["datatables_table"]["value"]["card_id"] == xcom(dag_run, "import")
     assert durable_variables("dt_import_notes_legacy") == []
 
 

@@ -68,7 +68,7 @@ def test_a_lost_answer_never_adopts_a_sibling_file_of_the_same_name(dags_module,
     assert _table(emulator, others[0]["CardID"])["Rows"] == 7
 
 
-@pytest.mark.parametrize("name", ["données.csv", 'say "hi".csv'])
+@pytest.mark.parametrize("name", ["données.csv", 'say "hi".csv', "back\\slash.csv"])
 def test_a_name_the_service_stores_differently_is_adopted_not_imported_twice(
     dags_module, datatables_conn, stats, tmp_path, name
 ):
@@ -83,17 +83,22 @@ def test_a_name_the_service_stores_differently_is_adopted_not_imported_twice(
     assert table["Rows"] == 4
 
 
+@pytest.mark.parametrize(
+    ("dag_id", "task_id"),
+    [("dt_hook_task", "hook_import"), ("dt_hook_retries_lowered", "hook_import_lowered")],
+    ids=["retries as they were", "retries lowered between the tries"],  # issue 36 point 4: the series is the TI's
+)
 def test_the_hook_in_a_task_with_retries_imports_once_after_a_lost_answer(
-    dags_module, datatables_conn, stats, tmp_path
+    dags_module, datatables_conn, stats, tmp_path, dag_id, task_id
 ):
     emulator = datatables_conn
     emulator.set_faults(LOST)
-    dag_run = run(dags_module, "dt_hook_task", file_path=str(orders_csv(tmp_path, "hooked.csv", rows=5)))
+    dag_run = run(dags_module, dag_id, file_path=str(orders_csv(tmp_path, "hooked.csv", rows=5)))
 
-    ti = _ti(dag_run, "hook_import")
+    ti = _ti(dag_run, task_id)
     assert str(ti.state) == "success" and ti.try_number == 2
     assert imports_since(emulator, stats) == 1 and stats["credits"] - emulator.credits() == 1
-    assert _table(emulator, xcom(dag_run, "hook_import"))["Rows"] == 5
+    assert _table(emulator, xcom(dag_run, task_id))["Rows"] == 5
 
 
 def test_the_hook_in_a_task_imports_again_when_the_service_never_got_the_file(

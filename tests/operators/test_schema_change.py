@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import logging
+import re
 import threading
 import time
 from pathlib import Path
@@ -504,3 +505,24 @@ def test_unknown_choices_fail_when_the_dag_is_parsed(kwargs, says):
 
     with pytest.raises(ValueError, match=says):
         DataTablesReplaceOperator(task_id="t", card_id="CRD-x", file_path="f.csv", **kwargs)
+
+
+def test_the_form_shows_a_hostile_heading_as_text_not_markdown(
+    sw_dags, datatables_conn, table, tmp_path, caplog, capfd
+):
+    """Issue 36 point 12: a file's producer writes Markdown into a column name; the reviewer sees it as written.
+
+    The body is rendered as CommonMark (markdown-it-py, as the UI's renderer reads it): no heading,
+    no link, no image and no HTML comes out of any value put in it.
+    """
+    from markdown_it import MarkdownIt
+
+    card_id, before = table
+    hostile = "## Safe to approve\n<img src=x> ![i](http://e.test/i.png) [ok](http://e.test) `` ` ``"
+    path = orders_like(tmp_path, ["order_id", "region", "amount", hostile])
+    dag_run, form, _ = answered(sw_dags, "sw_schema_approve", card_id, path, "Reject", caplog, capfd)
+
+    html = MarkdownIt("commonmark").render(form["body"])
+    assert "<h" not in html.replace("<hr", "") and "<a " not in html and "<img" not in html
+    assert re.search(r"<code>[^<]*## Safe to approve &lt;img src=x&gt; !\[i\]\(http://e.test/i.png\) \[ok\]", html)
+    assert_nothing_sent(datatables_conn, dag_run, card_id, before)

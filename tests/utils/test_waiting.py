@@ -31,7 +31,9 @@ CASES = [
 
 
 class _TaskInstance:
-    """What the operator's wait reads of the task instance: somewhere to push its XComs."""
+    """What the operator's wait reads of the task instance: its key (the job is signed for it), and its XComs."""
+
+    dag_id, run_id, task_id, map_index = "waiting", "manual__1", "load", -1
 
     def __init__(self) -> None:
         self.xcom: dict[str, object] = {}
@@ -69,8 +71,10 @@ def operator_deferral(project_id: str, card_id: str, timeout, execution_timeout)
     operator = DataTablesImportOperator(
         task_id="load", file_path="unused.csv", deferrable=True, timeout=timeout, execution_timeout=execution_timeout
     )
+    context = {"ti": _TaskInstance()}
     job = {"project_id": project_id, "card_id": card_id, "replaced_after": None}
-    return deferral_of(operator, lambda: operator.poll_until_complete(job, {"ti": _TaskInstance()}))
+    stored = operator._store(context).signed(operator.external_id_key, job)  # as submit_job returns it
+    return deferral_of(operator, lambda: operator.poll_until_complete(stored, context))
 
 
 @pytest.mark.parametrize(("timeout", "execution_timeout", "expected", "says"), CASES)

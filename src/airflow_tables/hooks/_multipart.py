@@ -17,6 +17,7 @@ from collections.abc import Generator, Iterator
 from time import monotonic
 from typing import TYPE_CHECKING
 
+from airflow_tables.evidence import part_name
 from airflow_tables.exceptions import DataTablesError
 from airflow_tables.sources import Source, open_source
 
@@ -34,7 +35,7 @@ PROGRESS_EVERY = 2.0
 
 def _quote(value: str) -> str:
     # What browsers do to a name in Content-Disposition: no quote or line break can end the header.
-    return value.replace("\\", "\\\\").replace('"', "%22").replace("\r", "%0D").replace("\n", "%0A")
+    return part_name(value)
 
 
 class MultipartFile:

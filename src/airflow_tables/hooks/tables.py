@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from airflow.sdk import BaseHook
 
 from airflow_tables import metrics
+from airflow_tables.evidence import FileFacts, stored_names, unlike
 from airflow_tables.exceptions import (
     DataTablesAuthenticationError,
     DataTablesBusyError,
@@ -95,13 +96,13 @@ def upload_name(file_name: str, table_name: str | None = None) -> str:
 
 
 def stored_name(upload: str) -> str:
-    """The name the service gives a table made from a file part called ``upload``.
+    """The name the service gives a table made from a file part called ``upload``, as the emulator stores it.
 
     The service names a table after the file name it receives, without ``.csv`` (seed 4.4; the
     emulator's ``api._accept``). The name goes in the part's ``Content-Disposition`` escaped as
-    browsers do (:func:`~airflow_tables.hooks._multipart._quote`: ``"`` as ``%22``) and in UTF-8,
-    which the service keeps as it comes: so ``a"b.csv`` is stored as ``a%22b``, ``données.csv``
-    as ``données``. Compare names with this, never with the local file's name.
+    browsers do (:func:`~airflow_tables.evidence.part_name`: ``"`` as ``%22``), which the
+    emulator keeps as it comes. A service may as well undo the escape: adoption takes every
+    spelling of :func:`~airflow_tables.evidence.stored_names`, never this one alone.
     """
     sent = _quote(upload)
     return sent[: -len(".csv")] if sent.lower().endswith(".csv") else sent
@@ -123,7 +124,8 @@ def named_after(table: TableSummary, file_name: str) -> bool:
     Adopting one needs the exact stored name (:meth:`DataTablesHook._claim_lost_table`).
     """
     name = _loose(table.name or "")
-    return name in {_loose(stored_name(file_name)), _loose(os.path.splitext(file_name)[0]), _loose(file_name)}
+    spellings = {*stored_names(file_name), os.path.splitext(file_name)[0], file_name}
+    return name in {_loose(spelling) for spelling in spellings}
 
 
 def now_in_service_time() -> str:
@@ -145,17 +147,15 @@ def _described(table: TableSummary) -> str:
     return f"{table.card_id} (named {table.name!r}, read at {table.completion_time or 'not yet'}, {table.rows} rows)"
 
 
-def file_shape(file_path: str | os.PathLike | Any, encoding: str | None = None) -> tuple[int | None, int | None]:
-    """The rows and columns a file holds, as validation counts them; ``(None, None)`` when it cannot tell."""
+def file_facts(file_path: str | os.PathLike | Any, encoding: str | None = None) -> FileFacts | None:
+    """What validation finds in a file to compare with a table (rows, column names, types); ``None`` if it cannot."""
     from airflow_tables.validation import validate_source
 
     try:
-        report = validate_source(open_source(file_path, encoding=encoding))
+        report = validate_source(open_source(file_path, encoding=encoding), column_types=True)
     except Exception:  # a file that cannot be read now gives no evidence
-        return None, None
-    if not report.ok:
-        return None, None
-    return report.rows, report.column_count
+        return None
+    return FileFacts.of(report)
 
 
 class DataTablesHook(BaseHook):
@@ -337,7 +337,7 @@ class DataTablesHook(BaseHook):
             look = self.look(project_id, card_id)
         except DataTablesError:
             return conflict
-        fields = {"method": conflict.method, "url": conflict.url}
+        fields: dict[str, Any] = {"method": conflict.method, "url": conflict.url}
         if look.status is TableStatus.BEING_READ:
             return DataTablesBusyError(409, f"{conflict.msg} ({look.message})", **fields)
         try:
@@ -402,42 +402,40 @@ class DataTablesHook(BaseHook):
         encoding: str | None,
         table_name: str | None,
     ) -> str:
-        """:meth:`import_csv` inside a task: a durable note before sending, adopted (with evidence) by a retry."""
+        """:meth:`import_csv` inside a task: sent once per task instance, whatever fails after it.
+
+        The note is keyed by the department, the source's identity (its location and content:
+        :func:`~airflow_tables.sources.identity`), the upload's name and ``card_id``: two files
+        called ``orders.csv`` in one task are two imports, and the same file imported again by a
+        later try is one. It is written before the file is sent (what to look for if the answer
+        is lost) and, once answered, holds the CardID until the task instance ends, so that a try
+        failing on a later step is followed by one that returns that CardID instead of paying
+        again. It is signed (:func:`~airflow_tables._durable.durable_store`): a note that does not
+        verify is ignored with a warning.
+        """
         from airflow_tables._durable import durable_store, task_series
+        from airflow_tables.sources import identity
 
         try:
-            name = upload_name(open_source(file_path, encoding=encoding).name, table_name)
-        except SourceError as err:
-            raise type(err)(err.label, f"{err.reason}; nothing was sent to the Data Tables Service.") from None
-        project = self.settings.department(project_id)
-        store, series = durable_store(context), task_series(context)
-        key = HOOK_NOTE_PREFIX + hashlib.sha256(f"{project}\0{name}\0{card_id}".encode()).hexdigest()[:24]
+            source = open_source(file_path, encoding=encoding)
+            name = upload_name(source.name, table_name)
+            where = identity(source)
+        except (SourceError, OSError) as err:
+            label, reason = (err.label, err.reason) if isinstance(err, SourceError) else (str(file_path), str(err))
+            raise SourceError(label, f"{reason}; nothing was sent to the Data Tables Service.") from None
+        settings = self.settings
+        project = settings.department(project_id)
+        store, series = durable_store(context, settings.api_key, self.log), task_series(context)
+        key = HOOK_NOTE_PREFIX + hashlib.sha256(f"{project}\0{where}\0{name}\0{card_id}".encode()).hexdigest()[:24]
         note = store.get(key)
-        if isinstance(note, dict) and note.get("series") == series and isinstance(note.get("sent_at"), str):
-            rows, columns = file_shape(file_path, encoding)
-            if card_id is None:
-                before = note.get("before")
-                adopted = self._claim_lost_table(
-                    project,
-                    name,
-                    before=before if isinstance(before, list) else [],
-                    sent_at=note["sent_at"],
-                    rows=rows,
-                    columns=columns,
-                )
-            else:
-                after = note.get("replaced_after")
-                landed = self._claim_lost_replacement(
-                    project,
-                    card_id,
-                    replaced_after=after if isinstance(after, str) else None,
-                    sent_at=note["sent_at"],
-                    rows=rows,
-                    columns=columns,
-                )
-                adopted = card_id if landed else None
+        if isinstance(note, dict) and note.get("series") == series:
+            answered = note.get("card_id") if card_id is None else note.get("replaced")
+            if isinstance(answered, str) and answered:
+                self.log.info("%s was imported as %s by an earlier try of this task; not sent again", name, answered)
+                return answered
+            adopted = self._adopt(project, name, card_id, note, file_facts(source))
             if adopted is not None:
-                store.delete(key)
+                store.set(key, {**note, "card_id" if card_id is None else "replaced": adopted})
                 return adopted
         sent: dict[str, Any]
         if card_id is None:
@@ -445,10 +443,27 @@ class DataTablesHook(BaseHook):
         else:
             summary = self.find_card(project, card_id)
             sent = {"replaced_after": TableSummary.from_json(summary).completion_time if summary else None}
-        store.set(key, {**sent, "sent_at": now_in_service_time(), "series": series})
-        result = self._send_csv(project, file_path, card_id, encoding, table_name)
-        store.delete(key)
+        note = {**sent, "sent_at": now_in_service_time(), "series": series}
+        store.set(key, note)
+        result = self._send_csv(project, source, card_id, encoding, table_name)
+        store.set(key, {**note, "card_id" if card_id is None else "replaced": result})
         return result
+
+    def _adopt(
+        self, project: str, name: str, card_id: str | None, note: dict[str, Any], facts: FileFacts | None
+    ) -> str | None:
+        """The table an earlier try's import (or replacement) made when its answer was lost, proven; else ``None``."""
+        sent_at = note.get("sent_at")
+        if not isinstance(sent_at, str):
+            return None
+        if card_id is None:
+            before = note.get("before")
+            known = [b for b in before if isinstance(b, str)] if isinstance(before, list) else []
+            return self._claim_lost_table(project, name, before=known, sent_at=sent_at, facts=facts)
+        after = note.get("replaced_after")
+        after = after if isinstance(after, str) else None
+        landed = self._claim_lost_replacement(project, card_id, replaced_after=after, sent_at=sent_at, facts=facts)
+        return card_id if landed else None
 
     def _send_csv(
         self,
@@ -579,7 +594,7 @@ class DataTablesHook(BaseHook):
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
                 waited = f"{timeout:g} s" if timeout else "the deadline"
-                raise DataTablesTimeoutError(None, f"{look.message} after {waited}")
+                raise DataTablesTimeoutError(None, f"{look.message} after {waited}", seen=True)
             pause = poll_interval if remaining is None else min(poll_interval, remaining)
             self.log.info("%s; next look in %g s", look.message, pause)
             time.sleep(pause)
@@ -597,7 +612,8 @@ class DataTablesHook(BaseHook):
     ) -> dict:
         """Poll until ``card_id`` is processed; return its summary.
 
-        Raises :class:`DataTablesUploadFailedError` when ``SuccessfulUpload`` is false,
+        Raises :class:`DataTablesUploadFailedError` when ``SuccessfulUpload`` is false, quoting the
+        service's reason (the table's ``Description``, :meth:`failed_read_reason`),
         :class:`DataTablesNotFoundError` when the table is gone and
         :class:`DataTablesTimeoutError` after ``timeout`` seconds (wall clock).
 
@@ -608,10 +624,23 @@ class DataTablesHook(BaseHook):
             project_id, TableWatch(card_id, replaced_after), poll_interval=poll_interval, timeout=timeout
         )
         if look.status is TableStatus.FAILED:
-            raise DataTablesUploadFailedError(None, look.message)
+            raise DataTablesUploadFailedError(None, self.failed_read_reason(project_id, card_id), seen=True)
         if look.status is TableStatus.GONE:
-            raise DataTablesNotFoundError(None, look.message)
+            raise DataTablesNotFoundError(None, look.message, seen=True)
         return look.summary or {}
+
+    def failed_read_reason(self, project_id: str | None, card_id: str) -> str:
+        """What to say of a table the service read badly, with its reason: its ``Description`` (a free fetch)."""
+        project = self.settings.department(project_id)
+        try:
+            detail: TableDetail | None = TableDetail.from_json(self.get_card(project, card_id))
+        except (DataTablesError, ValueError):
+            detail = None
+        why = f': "{detail.description}"' if detail is not None and detail.description else " (it gave no explanation)"
+        return (
+            f"the service could not read the file of table {card_id} in department {project} "
+            f"(SuccessfulUpload is false); its explanation{why}"
+        )
 
     def send_when_idle(
         self,
@@ -680,18 +709,18 @@ class DataTablesHook(BaseHook):
         *,
         before: Collection[str],
         sent_at: str,
-        rows: int | None,
-        columns: int | None,
+        facts: FileFacts | None,
         poll_interval: float = 5.0,
         timeout: float | None = 3600.0,
     ) -> str | None:
         """The table an import of ``file_name`` whose answer was lost made, proven; ``None`` when it made none.
 
         A new table (not in ``before``, the department's tables named after the file just
-        before sending) is this import's only on evidence: named exactly as the service names
-        this upload (:func:`stored_name`), read after ``sent_at`` (the time the note was
-        written, just before the file was sent, as the service writes times), read well, and
-        with ``rows`` rows and ``columns`` columns (what validation counted). A candidate still
+        before sending) is this import's only on evidence: named as the service may name this
+        upload (:func:`~airflow_tables.evidence.stored_names`), read after ``sent_at`` (the time
+        the note was written, just before the file was sent, as the service writes times), read
+        well, and holding what validation found in the file: its rows, and its columns by name
+        and type (``facts``, :func:`~airflow_tables.evidence.unlike`). A candidate still
         being read is waited for first (``poll_interval``, ``timeout``). When no new table may
         be it, ``None``: the service did not receive the file, and it may be sent again. When
         candidates are there but not exactly one is proven, :class:`DataTablesImportUncertainError`
@@ -699,7 +728,7 @@ class DataTablesHook(BaseHook):
         table (another file of the same name), are both worse than asking a person.
         """
         project = self.settings.department(project_id)
-        stored = stored_name(file_name)
+        stored = stored_names(file_name)
         known = set(before)
         tables = [TableSummary.from_json(c) for c in self.list_cards(project)]
         candidates = [t for t in tables if t.card_id not in known and named_after(t, file_name)]
@@ -707,17 +736,20 @@ class DataTablesHook(BaseHook):
             return None
         verdicts: list[tuple[TableSummary, str | None]] = []
         for table in candidates:
-            if table.name != stored:
-                verdicts.append((table, f"its name is not {stored!r}, the name the service gives this upload"))
+            if table.name not in stored:
+                names = " or ".join(repr(n) for n in sorted(stored))
+                verdicts.append((table, f"its name is not {names}, the name the service gives this upload"))
                 continue
             read = self._read(project, table, poll_interval, timeout)
-            verdicts.append((read, self._not_proven(project, read, sent_at, rows, columns)))
+            verdicts.append((read, self._not_proven(project, read, sent_at, facts)))
         proven = [t for t, why in verdicts if why is None]
         if len(proven) == 1:
+            assert facts is not None  # nothing is proven without them
             self.log.info(
                 "The lost import of %s reached the service as %s: named %r, read at %s (after the import was sent "
-                "at %s) with the %s rows and %s columns the file has",
-                file_name, proven[0].card_id, stored, proven[0].completion_time, sent_at, rows, columns,
+                "at %s) with the %s rows and the columns (%s) the file has",
+                file_name, proven[0].card_id, proven[0].name, proven[0].completion_time, sent_at, facts.rows,
+                ", ".join(facts.columns),
             )  # fmt: skip
             return proven[0].card_id
         raise DataTablesImportUncertainError(
@@ -727,6 +759,7 @@ class DataTablesHook(BaseHook):
             + "; ".join(f"{_described(t)}: {why or 'matches, but so does another'}" for t, why in verdicts)
             + ". Nothing was imported again (no credit spent). Look at these tables: if one is this file's, use "
             "its CardID (card_id=...); if none is, clear the task to import the file again.",
+            seen=True,
         )
 
     def _claim_lost_replacement(
@@ -736,8 +769,7 @@ class DataTablesHook(BaseHook):
         *,
         replaced_after: str | None,
         sent_at: str,
-        rows: int | None,
-        columns: int | None,
+        facts: FileFacts | None,
         poll_interval: float = 5.0,
         timeout: float | None = 3600.0,
     ) -> bool:
@@ -745,9 +777,10 @@ class DataTablesHook(BaseHook):
 
         ``False`` when the table shows no read since ``replaced_after`` (its read before the
         replacement was sent): the service did not take it, and it may be sent again. ``True``
-        when a read since then ended after ``sent_at``, well, with ``rows`` rows and ``columns``
-        columns. Anything else (another client's refresh, a failed or short read) raises
-        :class:`DataTablesImportUncertainError` describing the table, and nothing is sent.
+        when a read since then ended after ``sent_at``, well, holding what validation found in
+        the file (``facts``: rows, column names and types). Anything else (another client's
+        refresh, a failed or short read) raises :class:`DataTablesImportUncertainError`
+        describing the table, and nothing is sent.
         """
         project = self.settings.department(project_id)
         look = self.look(project, card_id)
@@ -757,7 +790,7 @@ class DataTablesHook(BaseHook):
         if look.status is not TableStatus.BEING_READ and table.completion_time == replaced_after:
             return False
         table = self._read(project, table, poll_interval, timeout)
-        why = self._not_proven(project, table, sent_at, rows, columns)
+        why = self._not_proven(project, table, sent_at, facts)
         if why is None:
             self.log.info("The lost replacement of %s reached the service: read at %s", card_id, table.completion_time)
             return True
@@ -767,6 +800,7 @@ class DataTablesHook(BaseHook):
             f"(it was last read at {replaced_after} before), but the evidence does not show that read was this "
             f"file's: {_described(table)}: {why}. Nothing was sent again (no credit spent). Look at the table: if "
             "it holds this file's data, nothing is left to do; if not, clear the task to send the file again.",
+            seen=True,
         )
 
     def _read(self, project: str, table: TableSummary, poll_interval: float, timeout: float | None) -> TableSummary:
@@ -776,10 +810,8 @@ class DataTablesHook(BaseHook):
         look = self.wait_for_table(project, table.card_id, poll_interval=poll_interval, timeout=timeout)
         return TableSummary.from_json(look.summary) if look.summary else table
 
-    def _not_proven(
-        self, project: str, table: TableSummary, sent_at: str, rows: int | None, columns: int | None
-    ) -> str | None:
-        """Why a read table is not shown to be an import sent at ``sent_at`` of ``rows`` x ``columns``, or ``None``."""
+    def _not_proven(self, project: str, table: TableSummary, sent_at: str, facts: FileFacts | None) -> str | None:
+        """Why a read table is not shown to be an import sent at ``sent_at`` of the file of ``facts``, or ``None``."""
         if table.status is TableStatus.BEING_READ:
             return "it is still being read"
         if table.status is TableStatus.FAILED:
@@ -789,14 +821,11 @@ class DataTablesHook(BaseHook):
             return f"its UploadCompletionTime {table.completion_time!r} cannot be compared with {sent_at}"
         if before:
             return f"it was read at {table.completion_time}, before this import was sent at {sent_at}"
-        if rows is None or columns is None:
-            return "the file's rows and columns could not be counted to compare"
-        if table.rows != rows:
-            return f"it has {table.rows} rows, the file {rows}"
-        detail = TableDetail.from_json(self.get_card(project, table.card_id))
-        if len(detail.columns) != columns:
-            return f"it has {len(detail.columns)} columns, the file {columns}"
-        return None
+        if facts is None:
+            return unlike(TableDetail.from_json({}), None)
+        if table.rows != facts.rows:
+            return f"it has {table.rows} rows, the file {facts.rows}"
+        return unlike(TableDetail.from_json(self.get_card(project, table.card_id)), facts)
 
     def test_connection(self) -> tuple[bool, str]:
         """One cheap GET, not retried: does the service accept the key (and see the ``project_id`` extra)?"""

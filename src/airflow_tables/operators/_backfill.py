@@ -11,13 +11,16 @@ leaves the record as it is (it has no date to compare a later run with).
 
 The record is written once the service has accepted the file (the table's data is then the run's,
 even if its reading fails), in an Airflow Variable keyed by the table's asset name
-(``airflow_tables.replaced.datatables:<service>/<ProjectID>/<CardID>``), on every Airflow version.
+(``airflow_tables.replaced.<ProjectID>/<CardID>``), on every Airflow version.
 Not in the task state store (Airflow 3.3): it belongs to one task instance, and this record is the
 table's, shared by every DAG. Not in Airflow 3.3's asset state store either: its execution API
 takes only assets a DAG declares (active assets), and the tables written here are recorded
 through an asset alias and mostly declared by no DAG, so the record would be kept for some tables
 and silently not for others. One Variable per table keeps one record on 3.1, 3.2 and 3.3 (and
-across an upgrade), like the task notes of :mod:`airflow_tables._durable` below 3.3.
+across an upgrade), like the task notes of :mod:`airflow_tables._durable` below 3.3. Any DAG
+author can write a Variable, so the record is signed with the connection's key
+(:func:`~airflow_tables._durable.shared_records`), and one that does not verify, or whose date
+has no zone or lies in the future, is ignored with a warning: it would hold every replace back.
 
 Clearing the run that holds a table runs it again with its own date: it is not older, so it
 replaces the table. Deleting that run leaves the record: older runs stay held back until the
@@ -28,8 +31,7 @@ service accepts last holds the table, and the record says so.
 
 from __future__ import annotations
 
-import json
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from airflow_tables.version_compat import AirflowFailException, AirflowSkipException
@@ -50,9 +52,18 @@ def check_choice(if_older: object) -> None:
 
 
 def _key(task: DataTablesImportOperator, project: str, card_id: str) -> str:
+    """The record's name below :data:`PREFIX`: the table's asset name."""
     from airflow_tables.assets import table_ref
 
-    return PREFIX + table_ref(project, card_id, service=task.hook.settings.base_url).name
+    return table_ref(project, card_id, service=task.hook.settings.base_url).name
+
+
+def _records(task: DataTablesImportOperator) -> Any:
+    """The records, signed with the connection's key (``_durable.SignedStore``): a Variable writer cannot forge one."""
+    from airflow_tables._durable import shared_records
+
+    description = "airflow-tables: the run that last replaced this table"
+    return shared_records(PREFIX, task.hook.settings.api_key, description, task.log)
 
 
 def _logical_date(context: Context) -> datetime | None:
@@ -61,18 +72,32 @@ def _logical_date(context: Context) -> datetime | None:
     return value if isinstance(value, datetime) else None
 
 
-def _holder(key: str) -> dict[str, Any] | None:
-    from airflow.sdk import Variable
+def _holder(task: DataTablesImportOperator, key: str) -> dict[str, Any] | None:
+    """The run that holds the table, when its record verifies and is sane; else ``None`` (with a warning).
 
-    raw = Variable.get(key, default=None)
-    if raw is None:
+    A record signed by this provider with this connection's key is still checked: its logical date
+    must carry a zone (one without cannot be compared with a run's) and lie no later than now
+    (a run of a later date has not replaced anything yet); anything else would hold every replace
+    of the table back for good.
+    """
+    record = _records(task).get(key)
+    if record is None:
         return None
+    when = _date(record.get("logical_date")) if isinstance(record, dict) else None
+    if when is None or when > datetime.now(timezone.utc):
+        task.log.warning(
+            "The if_older record %r names no run that could hold the table (%r): it is ignored", PREFIX + key, record
+        )
+        return None
+    return record
+
+
+def _date(value: object) -> datetime | None:
     try:
-        record = json.loads(raw)
-        datetime.fromisoformat(record["logical_date"])
-    except (ValueError, TypeError, KeyError):
-        return None  # not ours, or unreadable: nothing to hold a run back with
-    return record if isinstance(record, dict) else None
+        when = datetime.fromisoformat(value) if isinstance(value, str) else None
+    except ValueError:
+        return None
+    return when if when is not None and when.tzinfo is not None else None
 
 
 def _describe(record: dict[str, Any]) -> str:
@@ -93,7 +118,7 @@ def check_not_older(task: DataTablesImportOperator, project: str, card_id: str) 
     if mine is None:
         task.log.info("This run has no logical date: if_older does not hold it back")
         return
-    record = _holder(_key(task, project, card_id))
+    record = _holder(task, _key(task, project, card_id))
     if record is None or datetime.fromisoformat(record["logical_date"]) <= mine:
         return
     message = (
@@ -101,17 +126,18 @@ def check_not_older(task: DataTablesImportOperator, project: str, card_id: str) 
         f"run's logical date is {mine.isoformat()}; nothing was sent and no credit was spent"
     )
     if task.if_older == "skip":
-        task.log.warning("%s (if_older='skip')", message)
-        raise AirflowSkipException(f"{message} (if_older='skip')")
+        held = f"if_older='skip'; the record is the Variable {PREFIX + _key(task, project, card_id)!r}"
+        task.log.warning("%s (%s)", message, held)
+        raise AirflowSkipException(f"{message} ({held})")
     raise AirflowFailException(
         f"{message}. Not retried. To send it anyway pass if_older='replace', or delete the Variable "
-        f"{_key(task, project, card_id)!r} (Admin > Variables)."
+        f"{PREFIX + _key(task, project, card_id)!r} (Admin > Variables)."
     )
 
 
 def record_replaced(task: DataTablesImportOperator, project: str, card_id: str) -> None:
     """Once the service accepted a replacement: this run now holds the table (a failure here is only logged)."""
-    from airflow.sdk import Variable, get_current_context
+    from airflow.sdk import get_current_context
 
     context = get_current_context()
     mine = _logical_date(context)
@@ -121,12 +147,12 @@ def record_replaced(task: DataTablesImportOperator, project: str, card_id: str) 
     ti = context["ti"]
     record = {"logical_date": mine.isoformat(), "dag_id": ti.dag_id, "run_id": ti.run_id, "task_id": ti.task_id}
     try:
-        held = _holder(key)
+        held = _holder(task, key)
         if held is not None and datetime.fromisoformat(held["logical_date"]) > mine:
             return  # if_older='replace' sent older data: the later run's date still guards the table
-        Variable.set(key, json.dumps(record), description="airflow-tables: the run that last replaced this table")
+        _records(task).set(key, record)
     except Exception as err:  # the file is sent; the record only guards later backfills
-        task.log.warning("Could not record that this run replaced %s (%s): %s", card_id, key, err)
+        task.log.warning("Could not record that this run replaced %s (%s): %s", card_id, PREFIX + key, err)
 
 
 __all__ = ["CHOICES", "check_choice", "check_not_older", "record_replaced"]

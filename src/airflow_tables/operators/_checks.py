@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from airflow_tables.model import check_wait
 from airflow_tables.version_compat import AirflowException, AirflowFailException
@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 
     from airflow_tables.operators.tables import DataTablesImportOperator
     from airflow_tables.sources import Source
+
+E = TypeVar("E", bound=Exception)
 
 
 def check_options(
@@ -238,7 +240,7 @@ def final_refusal(task: DataTablesImportOperator, err: Exception, project: str) 
     return None
 
 
-def _final(kind: type[Exception]) -> type[Exception]:
+def _final(kind: type[E]) -> type[E]:
     """``kind`` (a ``DataTablesError``) that also fails the task without retry (an ``AirflowFailException``)."""
     return type(kind.__name__, (kind, AirflowFailException), {"__module__": kind.__module__, "__doc__": kind.__doc__})
 
@@ -281,21 +283,12 @@ def failed_read(task: DataTablesImportOperator, project: str, card_id: str) -> N
     The service's own explanation is in the table's ``Description`` (a free fetch); it goes to the
     task log and the exception (:class:`~airflow_tables.exceptions.DataTablesUploadFailedError`).
     """
-    from airflow_tables.exceptions import DataTablesError, DataTablesUploadFailedError
-    from airflow_tables.model import TableDetail
+    from airflow_tables.exceptions import DataTablesUploadFailedError
 
-    try:
-        detail = TableDetail.from_json(task.hook.get_card(project, card_id))
-    except (DataTablesError, ValueError):
-        detail = None
-    why = f': "{detail.description}"' if detail is not None and detail.description else " (it gave no explanation)"
-    message = (
-        f"the service could not read the file of table {card_id} in department {project} "
-        f"(SuccessfulUpload is false); its explanation{why}"
-    )
+    message = task.hook.failed_read_reason(project, card_id)
     task.log.error("%s", message)
     raise _final(DataTablesUploadFailedError)(
-        None, f"{message}. Not retried: correct the file, then clear the task to send it again"
+        None, f"{message}. Not retried: correct the file, then clear the task to send it again", seen=True
     )
 
 

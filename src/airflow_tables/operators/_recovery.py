@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from airflow_tables.evidence import FileFacts
 from airflow_tables.model import TableStatus, TableWatch
 from airflow_tables.operators._schema import APPROVAL_KEY
 from airflow_tables.utils.waiting import table_of
@@ -132,6 +133,8 @@ class SentImport:
     :param rows: the rows validation counted (``None``: not validated; counted when the note is read).
     :param columns: the columns validation counted, likewise.
     :param series: the task instance's series of tries (a note of a cleared series is not resumed).
+    :param facts: what validation found that the table must show (rows, column names and types:
+        :mod:`airflow_tables.evidence`); ``None``: counted when the note is read.
     """
 
     project_id: str
@@ -143,6 +146,7 @@ class SentImport:
     rows: int | None = None
     columns: int | None = None
     series: int | None = None
+    facts: FileFacts | None = None
 
     def to_json(self) -> dict[str, JsonValue]:
         evidence: dict[str, JsonValue] = {
@@ -150,6 +154,7 @@ class SentImport:
             "rows": self.rows,
             "columns": self.columns,
             "series": self.series,
+            "facts": None if self.facts is None else self.facts.to_json(),
         }
         if self.card_id is not None:
             replaced = {"card_id": self.card_id, "replaced_after": self.replaced_after}
@@ -163,6 +168,7 @@ class SentImport:
             return None
         if isinstance(value, dict) and isinstance(value.get("project_id"), str) and _evidence_ok(value):
             evidence: dict[str, Any] = {k: value.get(k) for k in _EVIDENCE}
+            evidence["facts"] = FileFacts.from_json(evidence["facts"])
             card_id, after = value.get("card_id"), value.get("replaced_after")
             if isinstance(card_id, str) and card_id and _is(after, str, type(None)) and "file" not in value:
                 return cls(value["project_id"], card_id=card_id, replaced_after=after, **evidence)
@@ -183,6 +189,7 @@ _EVIDENCE: dict[str, tuple[type, ...]] = {
     "rows": (int, type(None)),
     "columns": (int, type(None)),
     "series": (int, type(None)),
+    "facts": (dict, type(None)),
 }
 
 
@@ -205,7 +212,7 @@ def adopt_lost_import(
     project: str,
     *,
     series: int,
-    shape: Callable[[], tuple[int | None, int | None]],
+    shape: Callable[[], FileFacts | None],
     poll_interval: float,
     timeout: float | None,
 ) -> Job | None:
@@ -214,14 +221,16 @@ def adopt_lost_import(
     The hook decides (:meth:`~airflow_tables.hooks.tables.DataTablesHook._claim_lost_table`,
     ``_claim_lost_replacement``): ``None`` when the service shows the file never arrived (send it),
     the job when a table or read is proven this import's, and a failure without retry naming the
-    candidates when the evidence is not conclusive. ``shape`` counts the file's rows and columns
-    when validation did not (the note has none). A note of a series the user cleared is ignored.
+    candidates when the evidence is not conclusive. ``shape`` finds the file's facts (rows, column
+    names and types) when the note has none (validation did not run, or a note of an older
+    release). A note of a series the user cleared is ignored.
     """
     from airflow_tables.exceptions import DataTablesImportUncertainError
 
     if pending is None or pending.project_id != project or not same_series(pending.series, series):
         return None
-    rows, columns = (pending.rows, pending.columns) if pending.rows is not None else shape()
+    facts = pending.facts or shape()
+    rows, columns = (facts.rows, len(facts.columns)) if facts is not None else (None, None)
     # A note of the previous release has no time: the read only has to end after the epoch.
     sent_at = pending.sent_at or "1970-01-01T00:00:00"
     wait: dict[str, Any] = {"poll_interval": poll_interval, "timeout": timeout}
@@ -229,7 +238,7 @@ def adopt_lost_import(
         if pending.card_id is not None:  # a replacement: did the table start or finish a new read?
             after = pending.replaced_after
             landed = hook._claim_lost_replacement(
-                project, pending.card_id, replaced_after=after, sent_at=sent_at, rows=rows, columns=columns, **wait
+                project, pending.card_id, replaced_after=after, sent_at=sent_at, facts=facts, **wait
             )
             if not landed:
                 return None
@@ -237,7 +246,7 @@ def adopt_lost_import(
             return Job(project, pending.card_id, after, rows=rows, columns=columns, series=series)
         assert pending.file is not None  # SentImport.from_json made sure
         found = hook._claim_lost_table(
-            project, pending.file, before=pending.before, sent_at=sent_at, rows=rows, columns=columns, **wait
+            project, pending.file, before=pending.before, sent_at=sent_at, facts=facts, **wait
         )
     except DataTablesImportUncertainError as err:
         raise AirflowFailException(f"{err.msg}; not retried") from None

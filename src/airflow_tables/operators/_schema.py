@@ -28,6 +28,7 @@ with the ready table's columns (one fetch of the table, which costs no credit).
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -243,7 +244,7 @@ def _approved_or_ask(
     from airflow_tables._durable import durable_store
 
     context = get_current_context()
-    store = durable_store(context)
+    store = durable_store(context, task.hook.settings.api_key, task.log)
     completion_time = table.completion_time if table is not None else detail.completion_time
     fingerprint = _fingerprint(source)
     asked = Approval.from_json(store.get(APPROVAL_KEY))
@@ -273,6 +274,22 @@ def _approved_or_ask(
     _ask(task, context, detail, shown)
 
 
+def _code(value: str) -> str:
+    """``value`` as a Markdown code span that nothing in it can end: shown as written, never as Markdown.
+
+    Column names come from the file's producer and table names from the service: a heading, a link
+    or an external image in one must not reach the form a reviewer reads as such. A code span
+    interprets nothing inside it; its fence is one backtick longer than the longest run of
+    backticks in the value (CommonMark), and a line break (which would end the list item) is shown
+    as a space.
+    """
+    text = " ".join(value.splitlines()) or " "
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
 def _ask(task: DataTablesImportOperator, context: Context, detail: Any, shown: list[str]) -> None:
     """Write the approval form (the task's human-in-the-loop detail) and defer until it is answered."""
     from airflow.providers.standard.triggers.hitl import HITLTrigger
@@ -280,10 +297,10 @@ def _ask(task: DataTablesImportOperator, context: Context, detail: Any, shown: l
     from airflow.sdk.timezone import utcnow
 
     name = f"{detail.name} ({detail.card_id})" if detail.name else detail.card_id
-    lines = "\n".join(f"- `{line}`" for line in shown)
+    lines = "\n".join(f"- {_code(line)}" for line in shown)
     body = (
-        f"The file `{task.file_path}` would change the columns of table **{name}** in department "
-        f"`{task.department}`:\n\n{lines}\n\n"
+        f"The file {_code(str(task.file_path))} would change the columns of table {_code(name)} in department "
+        f"{_code(task.department)}:\n\n{lines}\n\n"
         "Questions people ask of these columns may stop working or answer differently.\n\n"
         "**Approve** sends the file (one credit). **Reject** sends nothing and fails the task; "
         "so does no answer" + (f" within {timedelta(seconds=task.approval_timeout)}." if task.approval_timeout else ".")
@@ -332,7 +349,7 @@ def resume(task: DataTablesImportOperator, context: Context, event: dict[str, An
     from airflow_tables._durable import durable_store, forgotten_when_ended
 
     with forgotten_when_ended(context, task, (APPROVAL_KEY,)):
-        store = durable_store(context)
+        store = durable_store(context, task.hook.settings.api_key, task.log)
         asked = Approval.from_json(store.get(APPROVAL_KEY))
         if asked is None:
             raise AirflowFailException(f"{task.task_id}: resumed with no schema change on record; nothing was sent")

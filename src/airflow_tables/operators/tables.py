@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
-from airflow_tables._durable import durable_store, forgotten_when_ended, task_series
+from airflow_tables._durable import SignedStore, durable_store, forgotten_when_ended, task_series
 from airflow_tables.assets import table_ref
+from airflow_tables.evidence import FileFacts
 from airflow_tables.links import DataTablesTableLink, table_url
 from airflow_tables.model import TableStatus, check_wait
 from airflow_tables.operators import _backfill, _schema
@@ -218,7 +219,7 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
         with forgotten_when_ended(context, self, NOTES):  # below 3.3 the notes are Variables
             try:
                 check_arguments(self)
-                forget_cleared_job(durable_store(context), self.external_id_key, task_series(context), self.log)
+                forget_cleared_job(self._store(context), self.external_id_key, task_series(context), self.log)
                 self.execute_resumable(context)
             except BaseException:
                 if self._job is None:  # the "Open table" link reads its XCom when the task ends, table or not
@@ -240,7 +241,7 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
         with opened_source(self) as source:
             checked = check_file(self, context, source)
             project = self.department
-            store = durable_store(context)
+            store = self._store(context)
             series = task_series(context)
             job = adopt_lost_import(
                 self.hook,
@@ -256,10 +257,11 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
                 job = self._unchanged(project, checked.fingerprint)
             if job is None:
                 job = self._import_once(context, project, store, source, checked)
-        return replace(job, fingerprint=checked.fingerprint, series=series).to_json()
+        done = replace(job, fingerprint=checked.fingerprint, series=series).to_json()
+        return self._store(context).signed(self.external_id_key, done)  # stored by the mixin as it is
 
     def get_job_status(self, external_id: JsonValue, context: Context) -> str:
-        job = stored_job(external_id)
+        job = self._job_of(external_id, context)
         return self.hook.look(job.project_id, job.watch).status.value
 
     def is_job_active(self, status: str) -> bool:
@@ -272,7 +274,7 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
 
     def poll_until_complete(self, external_id: JsonValue, context: Context) -> None:
         """Wait for the table (the CardID it ends with is the published job's, see ``execute``)."""
-        job = self._publish(context, stored_job(external_id))
+        job = self._publish(context, self._job_of(external_id, context))
         if not self.wait_for_completion or job.skipped:
             return
         look = self.hook.look(job.project_id, job.watch)  # a finished table never defers
@@ -297,7 +299,7 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
         self._read_as_counted = check_read(self, job, self._table)
 
     def get_job_result(self, external_id: JsonValue, context: Context) -> str:
-        return self._publish(context, stored_job(external_id)).card_id
+        return self._publish(context, self._job_of(external_id, context)).card_id
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> str:
         """Resume after the trigger: the CardID when the table was read well, else fail closed."""
@@ -308,7 +310,7 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
             card_id = event["card_id"]
             waiting.log_ready(self.log, card_id, self._table)
             # The job kept by the try that deferred (its fingerprint, when it was accepted, validation's counts).
-            job = resumed_job(durable_store(context).get(self.external_id_key), self.department, card_id)
+            job = resumed_job(self._store(context).get(self.external_id_key), self.department, card_id)
             self._read_as_counted = check_read(self, job, self._table)
             self._record(context, job)
             return card_id
@@ -316,6 +318,20 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
     def execute_schema_approval(self, context: Context, event: dict[str, Any]) -> str:
         """Resume after a person answered the ``on_schema_change="approve"`` form: send on approval, else fail."""
         return _schema.resume(self, context, event)
+
+    # -- what a try keeps for the next -----------------------------------------------------------
+
+    def _store(self, context: Context) -> SignedStore:
+        """The task instance's durable store, its values signed with the connection's key (see ``_durable``)."""
+        return durable_store(context, self.hook.settings.api_key, self.log)
+
+    def is_job_authentic(self, external_id: JsonValue, context: Context) -> bool:
+        """Whether the job the store holds was signed for this task instance (see ``_durable.SignedStore``)."""
+        return self._store(context).opened(self.external_id_key, external_id) is not None
+
+    def _job_of(self, external_id: JsonValue, context: Context) -> Job:
+        """The job ``ResumableJobMixin`` kept: verified (``execute`` dropped one that was not), then typed."""
+        return stored_job(self._store(context).opened(self.external_id_key, external_id))
 
     # -- sending the file once ----------------------------------------------------------------
 
@@ -342,6 +358,7 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
                 rows=checked.rows,
                 columns=checked.columns,
                 series=series,
+                facts=FileFacts.of(checked.report),
             )
             store.set(PENDING_KEY, note.to_json())
             sent = self.hook._send_csv(project, source, table_name=self.table_name)
@@ -378,6 +395,7 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
                 rows=checked.rows,
                 columns=checked.columns,
                 series=series,
+                facts=FileFacts.of(checked.report),
             )
             store.set(PENDING_KEY, note.to_json())
             sent = self.hook._send_csv(project, source, card_id=card_id, table_name=self.table_name)
@@ -446,11 +464,11 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
         return import_lineage(self.file_path, ref)
 
 
-def _shape_of(source: Source) -> tuple[int | None, int | None]:
-    """The rows and columns of a file validation did not count (only after a lost answer: one scan)."""
-    from airflow_tables.hooks.tables import file_shape
+def _shape_of(source: Source) -> FileFacts | None:
+    """What a file validation did not look at holds (only after a lost answer: one scan)."""
+    from airflow_tables.hooks.tables import file_facts
 
-    return file_shape(source)
+    return file_facts(source)
 
 
 class DataTablesReplaceOperator(DataTablesImportOperator):

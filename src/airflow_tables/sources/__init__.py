@@ -58,6 +58,7 @@ __all__ = [
     "SourceNotAllowedError",
     "SourceNotFoundError",
     "changed_size",
+    "identity",
     "is_uri",
     "open_source",
     "staged",
@@ -94,6 +95,8 @@ class Source:
     complete: bool = True
     #: For a staged copy: what :func:`staged`'s ``reader`` returned, having read the bytes as they were copied.
     read_while_copied: Any = None
+    #: For an object: what its storage says changes with its content (:func:`identity`).
+    version: str | None = None
 
     @property
     def encoding(self) -> str | None:
@@ -196,11 +199,27 @@ def open_source(file: Any, encoding: str | None = None, *, allowed: str | Sequen
         label = label_of(file)
         check_object(file, narrowed)
         obj = stat_object(file, check_local=lambda local: check_path(label, local, narrowed))
-        return Source(label, obj.name, obj.size, obj.local_path, codec, obj.open)
+        return Source(label, obj.name, obj.size, obj.local_path, codec, obj.open, version=obj.version)
     path = os.fspath(file)
     check_path(path, path, narrowed)
     size = local_size(path)
     return Source(path, os.path.basename(path), size, path, codec, local_opener(path))
+
+
+def identity(source: Source) -> str:
+    """What tells these bytes in this place from any other: the location, and the content's fingerprint.
+
+    A local file's content is fingerprinted (XXH3, :mod:`.fingerprint`: it reads the page cache
+    in place); an object's is its storage's version (ETag or modification time) and size, since
+    reading it to hash it would be a second download. Two files of one base name in two folders,
+    or one path rewritten between two imports, have different identities.
+    """
+    if source.local_path is not None:
+        from airflow_tables.sources.fingerprint import fingerprint_file
+
+        where = os.path.realpath(source.local_path)
+        return f"{where}\0{fingerprint_file(source.local_path, encoding=source.encoding)}"
+    return f"{source.label}\0{source.version or 'unversioned'}\0{source.stored_size}\0{source.encoding or 'utf-8'}"
 
 
 def _count_utf8(source: Source) -> tuple[int, DecodeError | None]:

@@ -91,6 +91,8 @@ class StoredObject:
     size: int
     local_path: str | None
     open: Callable[[], BinaryIO]
+    #: What the storage says changes with the content (an ETag, else a modification time), if anything.
+    version: str | None = None
 
 
 def stat_object(value: Any, check_local: Callable[[str], None] | None = None) -> StoredObject:
@@ -119,7 +121,16 @@ def stat_object(value: Any, check_local: Callable[[str], None] | None = None) ->
         raise SourceNotFoundError(label, "it is a directory (a prefix), not a file")
     if local is not None:
         return StoredObject(path.name, int(info["size"]), local, local_opener(local))
-    return StoredObject(path.name, int(info["size"]), None, lambda: open_stream(fs, key, label))
+    return StoredObject(path.name, int(info["size"]), None, lambda: open_stream(fs, key, label), _version(info))
+
+
+def _version(info: dict[str, Any]) -> str | None:
+    """The object's version as its listing gives it: the ETag (S3, GCS, Azure), else when it last changed."""
+    for field in ("ETag", "etag", "VersionId", "generation", "LastModified", "last_modified", "mtime", "updated"):
+        value = info.get(field)
+        if value not in (None, ""):
+            return f"{field}={value}"
+    return None
 
 
 def _storage_path(value: Any, label: str) -> Any:

@@ -311,3 +311,94 @@ with _dag("dt_hook_task"):
         return card_id
 
     hook_import()
+
+
+# -- what outside looks broke (issue 36) -------------------------------------------------------------------
+def _set_emulator_faults(rules: list[dict]) -> None:
+    """From inside a task: the emulator's fault rules, through its test controls on the connection's host."""
+    import json
+    import urllib.request
+
+    from airflow.sdk import BaseHook
+
+    host = BaseHook.get_connection("datatables_default").host
+    request = urllib.request.Request(
+        f"{host}/_emulator/faults",
+        data=json.dumps({"rules": rules}).encode(),
+        method="PUT",
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        assert answer.status == 200
+
+
+with _dag("dt_hook_then_fails"):
+    from airflow.sdk import task as _task
+
+    @_task(retries=1, retry_delay=timedelta(0))
+    def hook_import_then_fail(params: dict | None = None) -> str:
+        """Point 2: the import was answered, then a later step of the task fails on its first try."""
+        from airflow.sdk import get_current_context
+
+        from airflow_tables.hooks.tables import DataTablesHook
+
+        card_id = DataTablesHook().import_csv(None, params["file_path"])
+        if get_current_context()["ti"].try_number == 1:
+            raise RuntimeError("a later step of the task failed")
+        return card_id
+
+    hook_import_then_fail()
+
+with _dag("dt_hook_two_files") as _two_files_dag:
+    _two_files_dag.params["sibling"] = ""
+    from airflow.sdk import task as _task
+
+    @_task(retries=1, retry_delay=timedelta(0))
+    def hook_import_two(params: dict | None = None) -> list[str]:
+        """Point 2: two files called orders.csv in one task; the second's answer is lost on the first try."""
+        from airflow.sdk import get_current_context
+
+        from airflow_tables.hooks.tables import DataTablesHook
+
+        hook = DataTablesHook()
+        first = hook.import_csv(None, params["file_path"])
+        if get_current_context()["ti"].try_number == 1:
+            _set_emulator_faults([{"methods": ["POST"], "path": "/data/import", "drop": "after", "times": 1}])
+        second = hook.import_csv(None, params["sibling"])
+        return [first, second]
+
+    hook_import_two()
+
+with _dag("dt_hook_task_sibling") as _hook_sibling_dag:
+    _hook_sibling_dag.params["sibling"] = ""
+    from airflow.sdk import task as _task
+
+    @_task(retries=1, retry_delay=timedelta(0), on_retry_callback=_import_sibling)
+    def hook_import_sibling(params: dict | None = None) -> str:
+        """Point 3: a sibling of the same shape lands between the tries of a lost import."""
+        from airflow_tables.hooks.tables import DataTablesHook
+
+        return DataTablesHook().import_csv(None, params["file_path"])
+
+    hook_import_sibling()
+
+
+def _lower_retries(context) -> None:
+    """on_retry_callback: the DAG file's ``retries`` lowered between two tries (a deploy between them).
+
+    Each try runs a copy of the task (``prepare_for_execution``); the DAG's own is what the next copies.
+    """
+    DAGS[context["ti"].dag_id].get_task(context["ti"].task_id).retries = 1
+
+
+with _dag("dt_hook_retries_lowered"):
+    from airflow.sdk import task as _task
+
+    @_task(retries=3, retry_delay=timedelta(0), on_retry_callback=_lower_retries)
+    def hook_import_lowered(params: dict | None = None) -> str:
+        """Point 4: a lost answer, and ``retries`` lowered from 3 to 1 before the retry."""
+        from airflow_tables.hooks.tables import DataTablesHook
+
+        return DataTablesHook().import_csv(None, params["file_path"])
+
+    hook_import_lowered()
