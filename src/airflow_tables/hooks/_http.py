@@ -203,9 +203,9 @@ def scrub(text: str, secret: str) -> str:
     plain, spans = _decoded(text)
     key = secret.lower()
     size = min(MIN_FRAGMENT, len(key))
-    grams = {key[at : at + size] for at in range(len(key) - size + 1)}
+    pieces = frozenset(key[at : at + size] for at in range(len(key) - size + 1))
     for at in range(len(plain) - size + 1):
-        if plain[at : at + size] in grams:
+        if plain[at : at + size] in pieces:
             start, end = spans[at][0], spans[at + size - 1][1]
             hidden[start:end] = [True] * (end - start)
     if not any(hidden):
