@@ -86,6 +86,18 @@ def _scope(context: Context) -> str:
 SIGNATURE = "airflow_tables_hmac_sha256"
 
 
+def signature(secret: str, purpose: str, message: Any) -> str:
+    """HMAC-SHA256 of ``message`` (canonical JSON) under a key derived from ``secret`` for ``purpose`` (hex).
+
+    ``secret`` is a connection's API key: a DAG author or a Variable writer who does not hold it
+    cannot sign. Each ``purpose`` (task notes, upload records) has its own key, so a signature
+    made for one is no signature for the other.
+    """
+    key = hmac.new(f"airflow-tables {purpose}".encode(), secret.encode(), hashlib.sha256).digest()
+    text = json.dumps(message, sort_keys=True, separators=(",", ":"), default=str).encode()
+    return hmac.new(key, text, hashlib.sha256).hexdigest()
+
+
 class SignedStore:
     """A durable store whose values carry an HMAC bound to the task instance, the key and a secret.
 
@@ -103,7 +115,7 @@ class SignedStore:
 
     def __init__(self, store: Any, secret: str, scope: str, log: Any = None, owner: str = "this task instance") -> None:
         self._store = store
-        self._key = hmac.new(b"airflow-tables durable notes", secret.encode(), hashlib.sha256).digest()
+        self._secret = secret
         self._scope = scope
         self._log = log
         self._owner = owner
@@ -141,8 +153,7 @@ class SignedStore:
         self._store.delete(key)
 
     def _signature(self, key: str, value: Any) -> str:
-        message = json.dumps([self._scope, key, value], sort_keys=True, separators=(",", ":")).encode()
-        return hmac.new(self._key, message, hashlib.sha256).hexdigest()
+        return signature(self._secret, "durable notes", [self._scope, key, value])
 
 
 @contextlib.contextmanager
@@ -274,4 +285,12 @@ class DurableJobMixin:
         return self.get_job_result(external_id, context)
 
 
-__all__ = ["DurableJobMixin", "SignedStore", "durable_store", "forgotten_when_ended", "shared_records", "task_series"]
+__all__ = [
+    "DurableJobMixin",
+    "SignedStore",
+    "durable_store",
+    "forgotten_when_ended",
+    "shared_records",
+    "signature",
+    "task_series",
+]

@@ -186,3 +186,39 @@ def test_a_note_signed_for_another_task_instance_does_not_verify(datatables_conn
     ours.set("edited", {"card_id": "CRD-1"})
     memory["edited"]["value"] = {"card_id": "CRD-2"}
     assert ours.get("edited") is None and "edited" not in memory  # edited: ignored and removed
+
+
+# -- point 9: skip_if_unchanged trusts only its own records -----------------------------------------------------
+
+
+def test_another_dags_event_with_a_fingerprint_does_not_skip_a_real_refresh(dags_module, datatables_conn, tmp_path):
+    from tests.operators.test_recovery import asset_events
+
+    from airflow_tables.sources.fingerprint import fingerprint_file
+
+    emulator = datatables_conn
+    card_id = _write_table(emulator, tmp_path)
+    ours = orders_csv(tmp_path, "ours.csv", rows=5)
+    first = run(dags_module, "dt_replace_skip", card_id=card_id, file_path=str(ours))
+    assert str(_ti(first, "replace").state) == "success"
+    recorded = asset_events(emulator, card_id)[-1]
+    assert recorded["fingerprint"] == fingerprint_file(ours) and recorded["signature"]
+
+    theirs = orders_csv(tmp_path, "theirs.csv", rows=5, amount=99)  # the same shape, other values
+    forged = {**recorded, "fingerprint": fingerprint_file(theirs)}  # claims the table holds their file
+    run(dags_module, "dt_forge_upload_record", card_id=card_id, extra=forged)
+    assert asset_events(emulator, card_id)[-1]["fingerprint"] == forged["fingerprint"]
+
+    credits = emulator.credits()
+    again = run(dags_module, "dt_replace_skip", card_id=card_id, file_path=str(theirs))
+    assert str(_ti(again, "replace").state) == "success"
+    assert credits - emulator.credits() == 1  # sent: the forged record is no record of ours
+    emulator.wait_until_processed(emulator.project_id, card_id)
+
+
+def _write_table(emulator, tmp_path: Path) -> str:
+    from tests.operators._runs import import_table
+
+    card_id = import_table(emulator, orders_csv(tmp_path, "start.csv", rows=2))
+    emulator.wait_until_processed(emulator.project_id, card_id)
+    return card_id

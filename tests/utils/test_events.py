@@ -62,6 +62,23 @@ def test_an_event_that_is_not_an_upload_record_reads_as_none():
         assert UploadRecord.from_event(event) is None
 
 
+def test_a_signed_record_verifies_only_for_the_task_that_recorded_it_and_as_written():
+    """Issue 36 point 9: any DAG can put any extras on a table's asset; only a signed record is read back."""
+    ref = table_ref("sales", "CRD-1", service="https://tables.example.com")
+    record = UploadRecord.of(ref, None, replaced=True, fingerprint="xxh3-128:ab:5")
+    signed = UploadRecord(**{**record.__dict__, "dag_id": "d", "task_id": "t", "run_id": "r"}).to_extra("dtk_key")
+
+    def event(extra, dag_id="d"):
+        return SimpleNamespace(extra=extra, source_dag_id=dag_id, source_task_id="t", source_run_id="r")
+
+    assert UploadRecord.from_event(event(signed), "dtk_key") is not None
+    assert UploadRecord.from_event(event(signed, dag_id="other"), "dtk_key") is None  # copied to another DAG's event
+    assert UploadRecord.from_event(event({**signed, "fingerprint": "xxh3-128:cd:5"}), "dtk_key") is None  # edited
+    assert UploadRecord.from_event(event(signed), "another_key") is None  # another connection's key
+    unsigned = {k: v for k, v in signed.items() if k != "signature"}
+    assert UploadRecord.from_event(event(unsigned), "dtk_key") is None
+
+
 # -- partitions (issue 28, point 2) --------------------------------------------------------------
 
 PARTITION_DAGS = Path(__file__).parent / "dags" / "datatables_partition_dags.py"

@@ -420,7 +420,8 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
     def _unchanged(self, project: str, fingerprint: str) -> Job | None:
         """``skip_if_unchanged``: a skipped job when the table holds this file's data already."""
         assert self.card_id is not None  # skip_if_unchanged needs a card_id
-        record = last_upload(table_ref(project, self.card_id, service=self.hook.settings.base_url))
+        settings = self.hook.settings
+        record = last_upload(table_ref(project, self.card_id, service=settings.base_url), settings.api_key)
         return unchanged(self.hook, self.log, record, project, self.card_id, fingerprint)
 
     # -- what the task leaves behind ----------------------------------------------------------
@@ -449,7 +450,7 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
         # without a fingerprint the event is no record of this file, so skip_if_unchanged never skips on it.
         fingerprint = job.fingerprint if self._read_as_counted else None
         record = UploadRecord.of(ref, self._table, replaced=self.replaces, fingerprint=fingerprint)
-        record_upload(context, ref, record, partition_key=self.partition_key)
+        record_upload(context, ref, record, partition_key=self.partition_key, secret=self.hook.settings.api_key)
         if self.wait_for_completion and job.accepted_at is not None:
             from airflow_tables.metrics import timing
 

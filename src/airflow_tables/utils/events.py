@@ -15,6 +15,12 @@ Airflow knows that asset (a DAG refers to it, as every consumer scheduled on it 
 goes through the alias with the run's key, with a warning. On 3.2 a given key other than the
 run's cannot be attached, and on 3.1 no key can: the task warns and the key is kept in the
 event's extras (``partition_key``) only.
+
+Any DAG can record an event on a table's asset, with any extras. ``skip_if_unchanged`` skips a
+paid replacement on the last record's fingerprint, so a record is signed (``signature``: an
+HMAC keyed by the connection's API key, over the extras and the DAG, task and run that recorded
+it, :func:`airflow_tables._durable.signature`), and only a record that verifies is read back:
+another DAG's event with a ``fingerprint`` extra cannot make a real refresh be skipped.
 """
 
 from __future__ import annotations
@@ -83,18 +89,30 @@ class UploadRecord:
             fingerprint,
         )
 
-    def to_extra(self) -> dict[str, Any]:
-        """The event's extras (the source of the event is the event's own, not an extra)."""
+    def to_extra(self, secret: str | None = None) -> dict[str, Any]:
+        """The event's extras (the source of the event is the event's own, not an extra).
+
+        With ``secret`` (the connection's API key) and the record's DAG, task and run, the extras
+        are signed (``signature``), so that :meth:`from_event` can tell this provider's record from
+        another DAG's event that copies its extras.
+        """
         extra = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _FROM_EVENT}
         if extra["partition_key"] is None:  # the extras of an upload without partitions stay as they were
             del extra["partition_key"]
+        if secret is not None:
+            extra[SIGNATURE] = _signed(secret, extra, self.dag_id, self.task_id, self.run_id)
         return extra
 
     @classmethod
-    def from_event(cls, event: Any) -> UploadRecord | None:
-        """The record an asset event holds, ``None`` when it is not one of ours (no fingerprint) or is malformed."""
+    def from_event(cls, event: Any, secret: str | None = None) -> UploadRecord | None:
+        """The record an asset event holds; ``None`` when it is not one of ours (no fingerprint) or is malformed.
+
+        With ``secret``, also ``None`` when its signature does not verify for the event's DAG, task and run.
+        """
         extra: Mapping[str, Any] = event.extra or {}
         if not _is_ours(event):
+            return None
+        if secret is not None and not _verified(secret, event):
             return None
         known = {f.name for f in fields(cls)} - _FROM_EVENT
         try:
@@ -109,30 +127,54 @@ class UploadRecord:
 
 
 _FROM_EVENT = frozenset({"dag_id", "task_id", "run_id"})
+#: The extra that holds a record's signature.
+SIGNATURE = "signature"
+
+
+def _signed(secret: str, extra: Mapping[str, Any], dag_id: str | None, task_id: str | None, run_id: str | None) -> str:
+    from airflow_tables._durable import signature
+
+    unsigned = {k: v for k, v in extra.items() if k != SIGNATURE}
+    return signature(secret, "upload records", [unsigned, dag_id, task_id, run_id])
+
+
+def _verified(secret: str, event: Any) -> bool:
+    import hmac
+
+    extra = event.extra or {}
+    given = extra.get(SIGNATURE)
+    expected = _signed(secret, extra, event.source_dag_id, event.source_task_id, event.source_run_id)
+    return isinstance(given, str) and hmac.compare_digest(given, expected)
 
 
 def _is_ours(event: Any) -> bool:
     return bool((event.extra or {}).get("fingerprint"))
 
 
-def record_upload(context: Context, ref: TableRef, record: UploadRecord, partition_key: str | None = None) -> None:
+def record_upload(
+    context: Context, ref: TableRef, record: UploadRecord, partition_key: str | None = None, *, secret: str
+) -> None:
     """Record the upload's event on the table's asset, with the given partition key or else the run's.
 
     The event goes through :data:`TABLES_ALIAS`, where the run's own key comes with it
     (Airflow 3.2+); a given key that is not the run's goes on the asset itself (Airflow 3.3+;
-    see the module's docstring for what older versions do).
+    see the module's docstring for what older versions do). Its extras are signed with
+    ``secret`` (the connection's API key) for the task instance that records it.
     """
+    ti = context["ti"]
+    record = replace(record, dag_id=ti.dag_id, task_id=ti.task_id, run_id=ti.run_id)
     run_key = getattr(context.get("dag_run"), "partition_key", None) or None
     key = partition_key or run_key  # an empty rendered template means no key of its own
     if key is not None:
         record = replace(record, partition_key=key)
     asset = asset_of(ref)
-    if key is not None and key != run_key and _on_the_asset(context, asset, record, key):
+    extra = record.to_extra(secret)
+    if key is not None and key != run_key and _on_the_asset(context, asset, extra, key):
         return
-    context["outlet_events"][TABLES_ALIAS].add(asset, extra=record.to_extra())
+    context["outlet_events"][TABLES_ALIAS].add(asset, extra=extra)
 
 
-def _on_the_asset(context: Context, asset: Asset, record: UploadRecord, key: str) -> bool:
+def _on_the_asset(context: Context, asset: Asset, extra: dict[str, Any], key: str) -> bool:
     """Record the event on ``asset`` itself with partition ``key``; ``False`` (warned) where Airflow cannot."""
     task = context.get("task")
     why = (
@@ -155,7 +197,7 @@ def _on_the_asset(context: Context, asset: Asset, record: UploadRecord, key: str
     if task is not None and asset not in task.outlets:
         task.outlets.append(asset)  # Airflow registers a concrete asset's event only for the task's outlets
     accessor = context["outlet_events"][asset]
-    accessor.extra = record.to_extra()
+    accessor.extra = extra
     accessor.add_partitions(key)
     return True
 
@@ -173,20 +215,30 @@ def _known_to_airflow(asset: Asset) -> bool:
     return not isinstance(answer, ErrorResponse) and getattr(answer, "uri", None) == asset.uri
 
 
-def last_upload(ref: TableRef) -> UploadRecord | None:
-    """The last upload this provider recorded for a table: its newest asset event with a fingerprint.
+def last_upload(ref: TableRef, secret: str) -> UploadRecord | None:
+    """The last upload this provider recorded for a table: its newest asset event signed with ``secret``.
 
     Events on the asset that are not ours (an ``AssetWatcher``'s, a manual one) carry no
-    fingerprint and are passed over. ``None`` when there is none (or the events cannot be
-    read here, as in a plain ``execute()`` outside a task runner).
+    fingerprint and are passed over; one that carries a fingerprint but no valid signature
+    (another DAG's, or one recorded before records were signed) is passed over with a warning.
+    ``None`` when there is none (or the events cannot be read here, as in a plain ``execute()``
+    outside a task runner).
     """
     from airflow_tables.version_compat import newest_asset_events
 
     try:
         asset = asset_of(ref)  # name and URI both: by URI alone, Airflow finds only assets a DAG refers to
         for event in newest_asset_events(asset.name, asset.uri, RECORDS_LOOKED_AT):
-            if _is_ours(event):  # the newest of ours decides, even when it is malformed (then: replace)
-                return UploadRecord.from_event(event)
+            if not _is_ours(event):
+                continue
+            if not _verified(secret, event):
+                log.warning(
+                    "An event on %s by %s/%s/%s carries a fingerprint but was not recorded by airflow-tables with "
+                    "this connection's key: it is not taken as the table's last upload",
+                    ref.uri, event.source_dag_id, event.source_task_id, event.source_run_id,
+                )  # fmt: skip
+                continue
+            return UploadRecord.from_event(event)  # the newest of ours decides, even malformed (then: replace)
     except Exception as err:  # no supervisor to ask: behave as if nothing was recorded (import)
         log.warning("could not read the upload record of %s: %s", ref.uri, err)
     return None

@@ -402,3 +402,22 @@ with _dag("dt_hook_retries_lowered"):
         return DataTablesHook().import_csv(None, params["file_path"])
 
     hook_import_lowered()
+
+
+with _dag("dt_forge_upload_record") as _forge_dag:
+    _forge_dag.params["extra"] = {}
+    from airflow.sdk import task as _task
+
+    from airflow_tables.utils.events import TABLES_ALIAS as _ALIAS
+
+    @_task(outlets=[_ALIAS])
+    def forge(params: dict | None = None, outlet_events=None) -> None:
+        """Point 9: another DAG records an event on the table's asset with the extras of an upload record."""
+        from airflow_tables.assets import asset_of, table_ref
+        from airflow_tables.hooks.tables import DataTablesHook
+
+        settings = DataTablesHook().settings
+        ref = table_ref(settings.project_id or "", params["card_id"], service=settings.base_url)
+        outlet_events[_ALIAS].add(asset_of(ref), extra=dict(params["extra"]))
+
+    forge()
