@@ -151,10 +151,17 @@ def test_outside_a_triggerer_the_watch_keeps_its_baseline_in_memory(datatables_c
     assert "kept in memory only" in caplog.text
 
 
+def signed(emulator, card_id: str, value: dict) -> dict:
+    """``value`` as a watch with the emulator's connection stores it (see _ledger, "Signed and checked")."""
+    key = _ledger.state_key("datatables_default", emulator.project_id, card_id)
+    return {**value, _ledger.SIGNATURE: _ledger.Ledger(key, card_id, emulator.api_key)._signature(value)}
+
+
 def test_a_stored_state_of_another_shape_starts_the_watch_over(datatables_conn, table, tmp_path, caplog):
     hook, card_id = table
     store = SharedStore()
-    store.values[_ledger.state_key("datatables_default", datatables_conn.project_id, card_id)] = {"baseline": 42}
+    key = _ledger.state_key("datatables_default", datatables_conn.project_id, card_id)
+    store.values[key] = signed(datatables_conn, card_id, {"baseline": 42})
     with caplog.at_level("WARNING"):
         events = asyncio.run(watch_for([watcher(datatables_conn, card_id, store)], 1.5))
     assert events == []  # the first look is the new baseline, not a refresh
@@ -165,7 +172,7 @@ def test_a_stored_state_of_another_shape_starts_the_watch_over(datatables_conn, 
 def claimed_earlier(store: SharedStore, emulator, card_id: str, baseline: str, age: float) -> None:
     """What a triggerer leaves when it stops between claiming a refresh and firing its event, ``age`` seconds ago."""
     key = _ledger.state_key("datatables_default", emulator.project_id, card_id)
-    store.values[key] = {
+    value = {
         "baseline": baseline,
         "reading": False,
         "claim": "a-stopped-triggerer",
@@ -173,6 +180,7 @@ def claimed_earlier(store: SharedStore, emulator, card_id: str, baseline: str, a
         "reported": False,
         "version": _ledger.STATE_VERSION,
     }
+    store.values[key] = signed(emulator, card_id, value)
 
 
 def test_a_refresh_claimed_by_a_triggerer_that_stopped_before_firing_it_fires_once(datatables_conn, table):
@@ -193,6 +201,43 @@ def test_a_claim_in_progress_elsewhere_is_left_to_its_triggerer(datatables_conn,
     claimed_earlier(store, datatables_conn, card_id, last_read, age=0)
     assert asyncio.run(watch_for([watcher(datatables_conn, card_id, store)], 1.0)) == []
     assert settled(store, card_id)["claim"] == "a-stopped-triggerer"  # untouched
+
+
+# -- what another task may write in the store (issue 36 point 10) ------------------------------------------------
+
+
+@pytest.mark.parametrize("signed_by_us", [False, True], ids=["written by hand", "signed, but impossible"])
+def test_a_baseline_in_the_future_does_not_silence_the_watch(datatables_conn, table, tmp_path, caplog, signed_by_us):
+    hook, card_id = table
+    store = SharedStore()
+    key = _ledger.state_key("datatables_default", datatables_conn.project_id, card_id)
+    future = {"baseline": "2099-01-01T00:00:00", "reading": False, "claim": None, "claimed_at": None}
+    future |= {"reported": True, "version": _ledger.STATE_VERSION}
+    store.values[key] = signed(datatables_conn, card_id, future) if signed_by_us else future
+    with caplog.at_level("WARNING"):
+        events = asyncio.run(
+            watch_for(
+                [watcher(datatables_conn, card_id, store)], 1.5, during=lambda: refresh(hook, card_id, tmp_path, 4)
+            )
+        )
+    assert [payload["rows"] for _, payload in events] == [4]  # the refresh is reported
+    why = "later than the table's last read" if signed_by_us else "was not written by airflow-tables"
+    assert why in caplog.text
+    assert settled(store, card_id)["baseline"] < "2099"
+
+
+def test_reading_written_before_a_restart_does_not_fire_the_same_refresh_again(datatables_conn, table, caplog):
+    """A task writes ``reading: true`` over the watch's state before each triggerer restart: nothing fires."""
+    _, card_id = table
+    store = SharedStore()
+    assert asyncio.run(watch_for([watcher(datatables_conn, card_id, store)], 1.0)) == []  # the baseline
+    key = _ledger.state_key("datatables_default", datatables_conn.project_id, card_id)
+    for _ in range(2):
+        unsigned = {k: v for k, v in store.values[key].items() if k != _ledger.SIGNATURE}
+        store.values[key] = {**unsigned, "reading": True}
+        with caplog.at_level("WARNING"):
+            assert asyncio.run(watch_for([watcher(datatables_conn, card_id, store)], 1.0)) == []
+        assert "was not written by airflow-tables" in caplog.text
 
 
 LEDGER_DAG = '''

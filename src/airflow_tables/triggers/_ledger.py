@@ -39,6 +39,14 @@ refresh moves on from (else someone else reported it), write the new watch with 
 this claim, wait :data:`SETTLE_SECONDS` (longer than any read-then-write takes), read it
 back, and yield only if the token is still ours. Of two claims of one refresh, the last
 written wins and the other sees it.
+
+**Signed and checked.** Any task may write a Variable, and on 3.3 an asset's state store: a
+baseline in the future would silence the watch for good, and ``reading: true`` written before
+each restart would fire the same refresh again each time. So each stored value is signed with
+the connection's API key (:func:`airflow_tables._durable.signature`, over the watch's key and
+the value), one that does not verify is taken as absent (the watch starts over from the table
+as it finds it, with a warning), and one whose baseline is later than the table's last read
+(checked against the service at the first look) is taken as absent too.
 """
 
 from __future__ import annotations
@@ -61,6 +69,8 @@ SETTLE_SECONDS = 2.0
 #: The version of the stored value's shape (a later release reads this one, and says so if it cannot).
 STATE_VERSION = 1
 VARIABLE_PREFIX = "airflow_tables.refresh."
+#: The stored value's signature field (see "Signed and checked" above).
+SIGNATURE = "signature"
 
 
 def state_key(conn_id: str, project_id: str, card_id: str) -> str:
@@ -100,9 +110,10 @@ class Ledger:
     #: Whether the store outlives the process (only then is a claim worth its settle time).
     durable = True
 
-    def __init__(self, key: str, card_id: str) -> None:
+    def __init__(self, key: str, card_id: str, secret: str = "") -> None:
         self.key = key
         self.card_id = card_id
+        self._secret = secret
 
     async def _get(self) -> Any:
         raise NotImplementedError
@@ -114,6 +125,13 @@ class Ledger:
         """The stored entry; ``None`` before the watch's first look, or when what is stored cannot be read."""
         value = await self._get()
         if not isinstance(value, dict):
+            return None
+        if not self._verified(value):
+            log.warning(
+                "the stored state of the watch of %s was not written by airflow-tables with this connection's key "
+                "(edited, or written by hand): it is ignored, and the watch starts from the table as it is",
+                self.card_id,
+            )
             return None
         baseline, reading = value.get("baseline"), value.get("reading", False)
         claim, claimed_at, reported = value.get("claim"), value.get("claimed_at"), value.get("reported", True)
@@ -136,7 +154,21 @@ class Ledger:
         state: dict[str, Any] = asdict(watch)
         state.pop("card_id")
         state.update(claim=claim, claimed_at=None if claim is None else time.time(), reported=reported)
-        await self._set({**state, "version": STATE_VERSION})
+        value = {**state, "version": STATE_VERSION}
+        await self._set({**value, SIGNATURE: self._signature(value)})
+
+    def _signature(self, value: dict[str, Any]) -> str:
+        from airflow_tables._durable import signature
+
+        return signature(
+            self._secret, "refresh watches", [self.key, {k: v for k, v in value.items() if k != SIGNATURE}]
+        )
+
+    def _verified(self, value: dict[str, Any]) -> bool:
+        import hmac
+
+        given = value.get(SIGNATURE)
+        return isinstance(given, str) and hmac.compare_digest(given, self._signature(value))
 
     async def claim(self, before: Entry | None, after: RefreshWatch) -> bool:
         """Record ``after`` as claimed; True when this caller, and no one else, is to report it.
@@ -163,8 +195,8 @@ class MemoryLedger(Ledger):
 
     durable = False
 
-    def __init__(self, key: str, card_id: str) -> None:
-        super().__init__(key, card_id)
+    def __init__(self, key: str, card_id: str, secret: str = "") -> None:
+        super().__init__(key, card_id, secret)
         self._value: dict[str, Any] | None = None
 
     async def _get(self) -> Any:
@@ -177,8 +209,8 @@ class MemoryLedger(Ledger):
 class AssetStateLedger(Ledger):
     """One key of the watched asset's state store (Airflow 3.3, in the triggerer)."""
 
-    def __init__(self, key: str, card_id: str, store: Any) -> None:
-        super().__init__(key, card_id)
+    def __init__(self, key: str, card_id: str, store: Any, secret: str = "") -> None:
+        super().__init__(key, card_id, secret)
         self._store = store
 
     async def _get(self) -> Any:
@@ -216,20 +248,21 @@ def in_triggerer() -> bool:
     return comms is not None and type(comms).__name__ == "TriggerCommsDecoder"
 
 
-async def opened(trigger: Any, key: str, card_id: str) -> tuple[Ledger, Entry | None]:
+async def opened(trigger: Any, key: str, card_id: str, secret: str) -> tuple[Ledger, Entry | None]:
     """The store a watch keeps its state in (the asset's state store, a Variable, or memory), and what it holds.
 
-    Raises what the store raises when it cannot be read (the caller tries again at its next look).
+    ``secret`` (the connection's API key) signs what the watch stores. Raises what the store
+    raises when it cannot be read (the caller tries again at its next look).
     """
     store = getattr(trigger, "asset_state_store", None)
     if store is not None:
-        ledger: Ledger = AssetStateLedger(key, card_id, store)
+        ledger: Ledger = AssetStateLedger(key, card_id, store, secret)
         try:
             return ledger, await ledger.load()
         except ValueError:  # several assets share this trigger: no one asset to scope the state to
             log.info("the watch of %s serves several assets; its state is kept in a Variable", card_id)
     if in_triggerer():
-        ledger = VariableLedger(key, card_id)
+        ledger = VariableLedger(key, card_id, secret)
         return ledger, await ledger.load()
     log.warning("the watch of %s runs outside a triggerer: its baseline is kept in memory only", card_id)
-    return MemoryLedger(key, card_id), None
+    return MemoryLedger(key, card_id, secret), None

@@ -36,7 +36,7 @@ from airflow.triggers.base import BaseEventTrigger, BaseTrigger, TriggerEvent
 
 from airflow_tables.model import RefreshWatch, TableSummary, TableWatch
 from airflow_tables.triggers._department_poller import watch
-from airflow_tables.triggers._ledger import Ledger, opened, state_key
+from airflow_tables.triggers._ledger import Entry, Ledger, opened, state_key
 
 log = logging.getLogger(__name__)
 
@@ -191,7 +191,11 @@ class DataTablesTableRefreshedTrigger(BaseEventTrigger):
                         await _confirmed(ledger, unconfirmed)
                         unconfirmed = None
                     if ledger is None:
-                        ledger, entry = await opened(self, key, self.card_id)
+                        from airflow_tables.hooks.tables import DataTablesHook
+
+                        secret = (await DataTablesHook(self.datatables_conn_id).asettings()).api_key
+                        ledger, entry = await opened(self, key, self.card_id, secret)
+                        entry = self._sane(entry, summary)
                         table = entry.watch if entry is not None else table
                     event, table = await self._look(ledger, table, summary, first=first)
                     first = False
@@ -212,6 +216,21 @@ class DataTablesTableRefreshedTrigger(BaseEventTrigger):
                     self.log.warning("watching %s: could not record the report (%s); next look", self.card_id, err)
                     unconfirmed = table
 
+    def _sane(self, entry: Entry | None, summary: dict | None) -> Entry | None:
+        """The stored entry, unless its baseline is later than the table's last read (it would silence the watch)."""
+        if entry is None or entry.watch.baseline is None or summary is None:
+            return entry
+        last = TableSummary.from_json(summary).completion_time
+        if last is not None and entry.watch.baseline > last:
+            log.warning(  # beside the store's own warnings (triggers/_ledger.py), in the triggerer's log
+                "the stored baseline of the watch of %s (%s) is later than the table's last read (%s): it is ignored",
+                self.card_id,
+                entry.watch.baseline,
+                last,
+            )
+            return None
+        return entry
+
     async def _look(
         self, ledger: Ledger, table: RefreshWatch, summary: dict | None, *, first: bool = False
     ) -> tuple[TriggerEvent | None, RefreshWatch]:
@@ -224,6 +243,8 @@ class DataTablesTableRefreshedTrigger(BaseEventTrigger):
         if seen == table and not first:
             return None, table
         entry = await ledger.load()  # another triggerer may have moved it on: the store decides
+        if first:
+            entry = self._sane(entry, summary)
         if first and entry is not None and entry.abandoned:
             last, succeeded = RefreshWatch(self.card_id, reading=True).observe(summary)
             if succeeded and summary is not None and last.baseline == entry.watch.baseline:
