@@ -161,6 +161,21 @@ def test_a_read_only_key_may_list_and_fetch_but_not_import(client, emulator):
         client.assert_error(client.upload(key=emulator.read_only_key), 403, "not manage", "importing")
 
 
+@pytest.mark.parametrize("department", ["own", "other"], ids=["read-only role", "no role"])
+def test_a_refused_callers_upload_is_never_written_to_disk(client, emulator, department):
+    """Issue 36 point 15: a read-only key's upload was written to the data folder before the 403."""
+    uploads = emulator.data_dir / "files"
+    before = set(uploads.glob("*")) if uploads.exists() else set()
+    project_id = emulator.project_id if department == "own" else emulator.other_project_id
+    big = b"id,amount\n" + b"1,10\n" * 200_000  # 1.2 MB: written in pieces, were it written
+    with client.costs_nothing():
+        client.assert_error(client.upload(big, project_id=project_id, key=emulator.read_only_key), 403)
+    after = set(uploads.glob("*")) if uploads.exists() else set()
+    assert after == before
+    assert client.upload(big).status_code == 200  # a caller who may import: kept as before
+    assert len(set(uploads.glob("*")) - before) == 1
+
+
 @pytest.mark.parametrize(
     "call",
     [

@@ -214,3 +214,21 @@ def test_fuzz_the_parser_returns_what_went_in_or_refuses(tmp_path_factory, case)
     assert form.fields == fields
     assert form.file.filename == filename
     assert path.read_bytes() == data
+
+
+def test_a_file_part_the_caller_may_not_import_is_counted_not_written(tmp_path):
+    """Issue 36 point 15: the emulator wrote a read-only key's upload to disk before answering 403."""
+    asked: list[dict] = []
+
+    def may_keep(fields: dict) -> bool:
+        asked.append(dict(fields))
+        return fields.get("ProjectID") == "PRJ-mine"
+
+    for project_id, kept in (("PRJ-theirs", False), ("PRJ-mine", True)):
+        path = tmp_path / f"{project_id}.csv"
+        parser = FormParser(BOUNDARY, file_field="File", file_path=path, max_bytes=10**6, may_keep=may_keep)
+        parser.feed(_body(b"a,b\n1,2\n", project_id))
+        form = parser.finish()
+        assert form.file is not None and form.file.size == 8
+        assert path.exists() is kept and (form.file.path == path) is kept
+    assert asked == [{"ProjectID": "PRJ-theirs"}, {"ProjectID": "PRJ-mine"}]  # asked once the file part starts

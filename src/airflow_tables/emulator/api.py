@@ -162,7 +162,7 @@ class Api:
 
     async def import_data(self, request: Request) -> dict:
         """Receive the whole body (so a refusal is a clean response; only one past its bounds is cut), then check."""
-        known = request.headers.get("x-api-key") in self.config.api_keys
+        caller = self.config.api_keys.get(request.headers.get("x-api-key") or "")
         boundary = boundary_of(request.headers.get("content-type"))
         limits = self.config.limits
         limit = body_limit(limits.max_bytes)
@@ -172,11 +172,18 @@ class Api:
         relative, path = self.store.new_upload_path()
         form = ImportForm()
         try:
-            # An unknown caller's bytes are counted, never written.
+            # The bytes of a caller the import will refuse (unknown, or without the manage role in the
+            # department the form names before its file) are counted, never written.
             parser = None
             if boundary is not None:
-                file_path = path if known else None
-                parser = FormParser(boundary, file_field="File", file_path=file_path, max_bytes=limits.max_bytes)
+                file_path = path if caller is not None else None
+                parser = FormParser(
+                    boundary,
+                    file_field="File",
+                    file_path=file_path,
+                    max_bytes=limits.max_bytes,
+                    may_keep=lambda fields: _may_import(caller, fields.get("ProjectID")),
+                )
             received = 0
             try:
                 async for chunk in self._body(request):
@@ -297,3 +304,13 @@ class Api:
             file_name=upload.filename,
         )
         return card, scan
+
+
+def _may_import(key: ApiKey | None, project_id: str | None) -> bool:
+    """Whether an upload's bytes are worth keeping: the caller manages the named department (or, before the
+    form names one, any department)."""
+    if key is None:
+        return False
+    if project_id is None:
+        return bool(key.manage)
+    return key.role(project_id.strip()) == "manage"

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 import urllib.parse
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
@@ -125,10 +126,23 @@ def boundary_of(content_type: str | None) -> bytes | None:
 
 
 class FormParser:
-    """Feed the body chunk by chunk; the ``File`` part goes to ``file_path`` (if given), up to ``max_bytes``."""
+    """Feed the body chunk by chunk; the ``File`` part goes to ``file_path`` (if given), up to ``max_bytes``.
 
-    def __init__(self, boundary: bytes, *, file_field: str, file_path: Path | None, max_bytes: int) -> None:
+    ``may_keep`` is asked, with the fields read so far, when the file part starts: ``False`` counts
+    its bytes without writing them (a caller the import will refuse leaves nothing on disk).
+    """
+
+    def __init__(
+        self,
+        boundary: bytes,
+        *,
+        file_field: str,
+        file_path: Path | None,
+        max_bytes: int,
+        may_keep: Callable[[dict[str, str]], bool] | None = None,
+    ) -> None:
         self.form = ImportForm()
+        self._may_keep = may_keep
         self._separator = b"\r\n--" + boundary
         self._file_field = file_field
         self._file_path = file_path
@@ -240,7 +254,7 @@ class FormParser:
                 filename=base_name(params.get("filename", "")),
                 content_type=content_type.decode("utf-8", "replace") if content_type is not None else None,
             )
-            if self._file_path is not None:
+            if self._file_path is not None and (self._may_keep is None or self._may_keep(self.form.fields)):
                 self.form.file.path = self._file_path
                 self._sink = open(self._file_path, "wb")  # noqa: SIM115 - closed in _close_part
             else:
