@@ -125,6 +125,44 @@ def test_two_triggerers_running_the_same_watch_report_a_refresh_once(datatables_
     assert len({payload["completion_time"] for _, payload in events}) == 2
 
 
+class StalledView:
+    """One triggerer's view of a :class:`SharedStore` that stalls ``stall`` s between reading and writing a claim.
+
+    What a triggerer does when its process is paused (a long GC, a swapped-out VM) right after it
+    read the stored watch and before its claim is written: longer than the claim's settle time.
+    """
+
+    def __init__(self, shared: SharedStore, stall: float) -> None:
+        self.shared = shared
+        self.stall = stall
+
+    async def aget(self, key: str, default=None):
+        return await self.shared.aget(key, default)
+
+    async def aset(self, key: str, value) -> None:
+        if isinstance(value, dict) and value.get("reported") is False:
+            await asyncio.sleep(self.stall)
+        await self.shared.aset(key, value)
+
+
+def test_a_triggerer_stalled_past_the_settle_time_reports_at_least_once_with_the_read_to_deduplicate_on(
+    datatables_conn, table, tmp_path
+):
+    """Issue 36 point 11: neither store has a compare-and-set, so a stall longer than the settle time between a
+    read and its claim lets both triggerers fire; each event names the read (``completion_time``), which is
+    what a consumer de-duplicates on (docs/operators/triggers.md, "Two triggerers")."""
+    hook, card_id = table
+    store = SharedStore()
+    asyncio.run(watch_for([watcher(datatables_conn, card_id, store)], 0.5))  # the stored baseline
+    prompt, stalled = watcher(datatables_conn, card_id, store), watcher(datatables_conn, card_id, store)
+    prompt.asset_state_store = StalledView(store, stall=0.1)  # both have read the watch before either claims
+    stalled.asset_state_store = StalledView(store, stall=3 * _ledger.SETTLE_SECONDS)
+    events = asyncio.run(watch_for([prompt, stalled], 3.0, lambda: refresh(hook, card_id, tmp_path, 4)))
+    assert sorted(i for i, _ in events) == [0, 1]  # at least once: both fired
+    assert [payload["rows"] for _, payload in events] == [4, 4]
+    assert len({payload["completion_time"] for _, payload in events}) == 1  # one read, to de-duplicate on
+
+
 def test_without_its_store_the_watch_fires_nothing_and_reports_once_the_store_is_back(datatables_conn, table, tmp_path):
     hook, card_id = table
     store = SharedStore()

@@ -38,7 +38,10 @@ does it with plain reads and writes: read the stored watch and check it is the o
 refresh moves on from (else someone else reported it), write the new watch with a token of
 this claim, wait :data:`SETTLE_SECONDS` (longer than any read-then-write takes), read it
 back, and yield only if the token is still ours. Of two claims of one refresh, the last
-written wins and the other sees it.
+written wins and the other sees it, provided each read-then-write takes less than the settle
+time: a triggerer paused longer between its read and its claim fires the refresh again, so under
+two triggerers a refresh is reported at least once, and its event names the read
+(``completion_time``) for consumers to de-duplicate on.
 
 **Signed and checked.** Any task may write a Variable, and on 3.3 an asset's state store: a
 baseline in the future would silence the watch for good, and ``reading: true`` written before
