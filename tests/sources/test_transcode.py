@@ -95,3 +95,47 @@ def test_the_count_agrees_with_the_conversion_at_every_offset_and_density(encodi
             bytes(late), codec.table, True, bytearray(3 * len(late))
         )
         late[at] = ord("x")
+
+
+def test_a_mapped_file_cut_short_while_it_is_counted_is_an_error_not_a_crash(tmp_path, monkeypatch):
+    """Issue 36 point 15: a cp1252 file truncated while it was counted killed the worker with SIGBUS, no message.
+
+    The kernel reads a mapping whose file was cut to one page: the pages past it raise SIGBUS,
+    which the kernel turns into an OSError on its own thread; the process goes on (the same kernel
+    then counts again). Through the source, the error names the file.
+    """
+    import mmap
+    import os
+
+    from airflow_tables.sources import SourceError, mapped, open_source
+    from airflow_tables.sources.mapped import WINDOW
+    from airflow_tables.sources.transcode import count_single_byte, counts_natively, declared
+
+    codec = declared("cp1252")
+    if not counts_natively(codec):
+        pytest.skip("the C kernel is not built here")
+    path = tmp_path / "legacy.csv"
+    path.write_bytes(b"caf\xe9,1\n" * 2_000_000)  # 16 MB
+    with open(path, "rb") as f:
+        mapping = mmap.mmap(f.fileno(), os.path.getsize(path), access=mmap.ACCESS_READ)
+        os.truncate(path, 4096)
+        with pytest.raises(OSError, match=r"SIGBUS\): the mapped file was cut short"):
+            count_single_byte(codec, memoryview(mapping))
+        mapping.close()
+    assert count_single_byte(codec, b"caf\xe9") == (5, False)
+
+    path.write_bytes(b"caf\xe9,1\n" * (WINDOW // 4))  # two windows: the first one's work cuts the file short
+    source = open_source(path, encoding="cp1252")
+    each_window = mapped.each_window
+
+    def cut_while_counting(where, purpose, work, workers):
+        def first_cuts(view):
+            os.truncate(where, 4096)
+            return work(view)
+
+        return each_window(where, purpose, first_cuts, 1)
+
+    monkeypatch.setattr(mapped, "each_window", cut_while_counting)  # another process, cutting the file meanwhile
+    with pytest.raises(SourceError) as err:
+        source.utf8_size()
+    assert str(path) in str(err.value) and "changed while it was counted" in str(err.value)

@@ -150,7 +150,12 @@ class Source:
 
     @functools.cached_property
     def _counted_utf8_size(self) -> int:
-        size, error = _count_utf8(self)
+        try:
+            size, error = _count_utf8(self)
+        except SourceError:
+            raise
+        except OSError as err:  # cut short or grown while counted (a mapped file's SIGBUS is one, see _transcode.c)
+            raise SourceError(self.label, f"it changed while it was counted ({err})") from None
         if error is not None:
             raise SourceError(self.label, str(replace(self, decode_error=error).undecodable()))
         return size

@@ -17,6 +17,11 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+#if !defined(_WIN32)
+#include <setjmp.h>
+#include <signal.h>
+#define GUARD_MAPPED 1
+#endif
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -204,6 +209,54 @@ PyDoc_STRVAR(single_byte_to_utf8_doc,
 "whose lengths are not 1 to 3, or not ASCII's own where ``ascii_same`` says so, is refused\n"
 "(ValueError).");
 
+#if GUARD_MAPPED
+/*
+ * A file mapped in memory (sources/mapped.py) that another process truncates while it is read
+ * raises SIGBUS on the first page past its new end, which kills the task with no message. While
+ * this kernel reads, a SIGBUS on its own thread jumps back out of it, and the call raises
+ * OSError instead; any other SIGBUS goes to the handler that was there before (faulthandler's,
+ * or the default, which ends the process as before).
+ */
+static _Thread_local sigjmp_buf *guard_jump = NULL;
+static struct sigaction previous_bus;
+static int guard_installed = 0;
+
+static void
+on_bus(int sig, siginfo_t *info, void *context)
+{
+    sigjmp_buf *jump = guard_jump;
+    if (jump != NULL)
+        siglongjmp(*jump, 1);
+    if (previous_bus.sa_flags & SA_SIGINFO) {
+        previous_bus.sa_sigaction(sig, info, context);
+        return;
+    }
+    if (previous_bus.sa_handler == SIG_DFL || previous_bus.sa_handler == SIG_IGN) {
+        signal(sig, SIG_DFL);
+        raise(sig);
+        return;
+    }
+    previous_bus.sa_handler(sig);
+}
+
+/* Installed once, with the GIL held (so by one thread). 0 on success. */
+static int
+install_guard(void)
+{
+    if (guard_installed)
+        return 0;
+    struct sigaction ours;
+    memset(&ours, 0, sizeof ours);
+    ours.sa_sigaction = on_bus;
+    ours.sa_flags = SA_SIGINFO | SA_NODEFER;
+    sigemptyset(&ours.sa_mask);
+    if (sigaction(SIGBUS, &ours, &previous_bus) != 0)
+        return -1;
+    guard_installed = 1;
+    return 0;
+}
+#endif
+
 static PyObject *
 single_byte_to_utf8(PyObject *module, PyObject *args)
 {
@@ -232,16 +285,41 @@ single_byte_to_utf8(PyObject *module, PyObject *args)
             goto fail;
         }
     }
+    volatile int cut_short = 0;
+#if GUARD_MAPPED
+    sigjmp_buf jump;
+    if (install_guard() != 0) {
+        PyErr_SetFromErrno(PyExc_OSError);
+        if (target.obj)
+            PyBuffer_Release(&target);
+        goto fail;
+    }
+#endif
     Py_BEGIN_ALLOW_THREADS
-    if (target.buf == NULL && ascii_same)
-        written = count_ascii_same(source.buf, source.len, table.buf, &first_bad);
-    else
-        written = convert(source.buf, source.len, table.buf, ascii_same, target.buf, target.len, &first_bad);
+#if GUARD_MAPPED
+    if (sigsetjmp(jump, 1) != 0) {
+        cut_short = 1;
+    } else {
+        guard_jump = &jump;
+#endif
+        if (target.buf == NULL && ascii_same)
+            written = count_ascii_same(source.buf, source.len, table.buf, &first_bad);
+        else
+            written = convert(source.buf, source.len, table.buf, ascii_same, target.buf, target.len, &first_bad);
+#if GUARD_MAPPED
+    }
+    guard_jump = NULL;
+#endif
     Py_END_ALLOW_THREADS
     if (target.obj)
         PyBuffer_Release(&target);
     PyBuffer_Release(&source);
     PyBuffer_Release(&table);
+    if (cut_short) {
+        PyErr_SetString(PyExc_OSError,
+                        "the bytes could not be read (SIGBUS): the mapped file was cut short while it was read");
+        return NULL;
+    }
     return Py_BuildValue("nn", written, first_bad);
 fail:
     PyBuffer_Release(&source);
