@@ -172,3 +172,54 @@ def test_credits_sum_the_credits_extra_of_the_last_seven_days(dags_module):
     with create_session() as session:
         credits = credits_spent(session, "credits.example", "PRJ-credits", now=now)
     assert (credits.today, credits.last_7_days) == (3, 4)
+
+
+# -- one connection cannot hold up another, nor make the page ask without bound (issue 36 point 13) ----------
+
+
+def test_a_slow_connection_does_not_delay_another_connections_listing(dags_module, connections):
+    """24 departments asked on a connection whose service hangs; the default connection still lists at once."""
+    from airflow_tables.plugins import monitor as monitor_module
+
+    emulator = connections
+    released = threading.Event()
+    asked: list[str] = []
+
+    def list_cards(conn_id: str, project_id: str, timeout: float):
+        if conn_id == "datatables_down":  # a service that hangs until the test ends
+            asked.append(project_id)
+            released.wait(60)
+            raise TimeoutError("the service did not answer")
+        return monitor_module.list_cards(conn_id, project_id, timeout)
+
+    monitor = Monitor(30, ui_timeout=0.2, list_cards=list_cards)
+    slow = monitor.connection("datatables_down")
+    try:
+        for i in range(24):
+            view, pending = monitor.department_state(slow, f"PRJ-slow-{i}")
+            assert not view.tables and (pending if i < 16 else "to spare the service" in (view.error or ""))
+        default = monitor.connection("datatables_default")
+        monitor._departments.wait = 30  # the default connection's answer: waited for, as long as it takes
+        view = monitor.department(default, emulator.project_id)
+        assert view.listed and view.error is None and view.tables
+        assert 1 <= len(asked) <= monitor_module.LANE_WORKERS  # the slow lane's threads, no more, are held
+    finally:
+        released.set()
+
+
+def test_departments_typed_by_a_viewer_cost_at_most_a_bounded_number_of_requests(dags_module, connections):
+    from airflow_tables.plugins.monitor import NEW_DEPARTMENTS_PER_INTERVAL
+
+    emulator = connections
+    monitor = Monitor(30, ui_timeout=5)
+    info = monitor.connection("datatables_default")
+    emulator.reset_stats()
+    views = [monitor.department(info, f"PRJ-typed-{i}") for i in range(200)]
+    lists = [r for r in emulator.stats()["requests"] if r["method"] == "GET" and r["path"].endswith("/cards")]
+    assert len(lists) == NEW_DEPARTMENTS_PER_INTERVAL
+    refused = [view for view in views if view.error and "to spare the service" in view.error]
+    assert len(refused) == 200 - NEW_DEPARTMENTS_PER_INTERVAL
+    assert "HTTP 403" in (views[0].error or "")  # the first ones were asked, and answered
+    again = monitor.department(info, "PRJ-typed-0")  # one already asked: its answer, no new request
+    assert "HTTP 403" in (again.error or "")
+    assert len([r for r in emulator.stats()["requests"] if r["path"].endswith("/cards")]) == len(lists)

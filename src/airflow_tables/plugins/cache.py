@@ -117,6 +117,10 @@ class BackgroundCache(Generic[T]):
     ends) and whether a load is still running. A loader must not raise (it turns errors into
     values, keeping what it can of the previous one); one that does is logged and its key
     loaded again at the next request.
+
+    Loads run in *lanes* (the page gives each connection its own): ``workers`` threads per lane,
+    so that a slow service, or many departments asked of one, delays only its own lane's loads,
+    never another connection's.
     """
 
     def __init__(
@@ -136,7 +140,8 @@ class BackgroundCache(Generic[T]):
         self._clock = clock
         self._slots: dict[Hashable, _Slot[T]] = {}
         self._lock = threading.Lock()
-        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="datatables-ui")
+        self._workers = workers
+        self._lanes: dict[Hashable, ThreadPoolExecutor] = {}
         self.loads = 0
 
     def peek(self, key: Hashable) -> Entry[T] | None:
@@ -146,12 +151,19 @@ class BackgroundCache(Generic[T]):
             return None if slot is None else slot.entry
 
     def get(
-        self, key: Hashable, load: Loader[T], *, newer_than: float | None = None, wait: float | None = None
+        self,
+        key: Hashable,
+        load: Loader[T],
+        *,
+        newer_than: float | None = None,
+        wait: float | None = None,
+        lane: Hashable = None,
     ) -> tuple[Entry[T] | None, bool]:
         """The entry for ``key`` (loading it when older than ``ttl``), and whether a load is still running.
 
         :param newer_than: a wall-clock time: an entry loaded before it is loaded again (once its
             hold has passed), whatever its age.
+        :param lane: whose threads load it (see the class): the loads of one lane never wait for another's.
         """
         now = self._clock()
         with self._lock:
@@ -160,7 +172,7 @@ class BackgroundCache(Generic[T]):
             if entry is not None and not self._due(entry, now, newer_than):
                 return entry, slot.loading is not None
             if slot.loading is None:
-                slot.loading = self._pool.submit(self._load, key, load, None if entry is None else entry.value)
+                slot.loading = self._lane(lane).submit(self._load, key, load, None if entry is None else entry.value)
                 self.loads += 1
                 if len(self._slots) > self.max_entries:
                     self._drop_stale(now)
@@ -171,6 +183,13 @@ class BackgroundCache(Generic[T]):
             return entry, True
         except Exception:  # noqa: BLE001 - logged by _load; the last entry stands
             return entry, False
+
+    def _lane(self, lane: Hashable) -> ThreadPoolExecutor:
+        """The lane's threads (made on its first load; called with the lock held)."""
+        pool = self._lanes.get(lane)
+        if pool is None:
+            pool = self._lanes[lane] = ThreadPoolExecutor(max_workers=self._workers, thread_name_prefix="datatables-ui")
+        return pool
 
     def _due(self, entry: Entry[T], now: float, newer_than: float | None) -> bool:
         if now < entry.hold_until:

@@ -48,6 +48,11 @@ NEGATIVE_SECONDS = 60.0
 MAX_HOLD_SECONDS = 600.0
 #: Tables whose details are fetched in the background after each listing (failed ones first).
 DETAIL_BUDGET = 20
+#: Departments of one connection listed for the first time within one interval, at most: a viewer may
+#: type any name, and each new one is a request to the service (200 typed names cost 219 requests).
+NEW_DEPARTMENTS_PER_INTERVAL = 16
+#: Background threads per connection for listings and fetches (a slow service delays only its own).
+LANE_WORKERS = 2
 
 ListCards = Callable[[str, str, float], list[dict[str, Any]]]
 GetCard = Callable[[str, str, str, float], dict[str, Any]]
@@ -101,9 +106,10 @@ class Monitor:
         self.detail_budget = detail_budget
         self.details = Details()
         self._connections: SharedCache[list[ConnectionInfo]] = SharedCache(ttl)
-        self._departments: BackgroundCache[DepartmentView] = BackgroundCache(ttl, wait=ui_timeout)
-        self._fetched: BackgroundCache[tuple[Any, str]] = BackgroundCache(ttl, wait=ui_timeout)
-        self._filler = ThreadPoolExecutor(max_workers=1, thread_name_prefix="datatables-ui-details")
+        self._departments: BackgroundCache[DepartmentView] = BackgroundCache(ttl, wait=ui_timeout, workers=LANE_WORKERS)
+        self._fetched: BackgroundCache[tuple[Any, str]] = BackgroundCache(ttl, wait=ui_timeout, workers=LANE_WORKERS)
+        self._new_departments: dict[str, list[float]] = {}  # per connection: when a department was first asked
+        self._fillers: dict[str, ThreadPoolExecutor] = {}  # per connection, like the caches' lanes
         self._filling: set[tuple[str, str]] = set()
         self._lock = threading.Lock()
 
@@ -135,13 +141,37 @@ class Monitor:
         """The department's view, listed at most once per interval, and whether a listing is still under way.
 
         Waits at most ``ui_timeout`` for a listing; before the first one ends the view is empty.
+        A department not listed yet counts against the connection's :data:`NEW_DEPARTMENTS_PER_INTERVAL`;
+        past it, the view says so and nothing is asked of the service.
         """
+        key = (info.conn_id, project_id)
+        if self._departments.peek(key) is None and not self._may_list_new(info.conn_id):
+            error = (
+                f"more than {NEW_DEPARTMENTS_PER_INTERVAL} departments of this connection were asked for in the last "
+                f"{self.ttl:g} s; {project_id} was not listed, to spare the service. Try again in a moment."
+            )
+            view = DepartmentView(info.conn_id, project_id, error=error, service=info.service, error_at=time.time())
+            return view, False
         entry, pending = self._departments.get(
-            (info.conn_id, project_id), lambda previous: self._load(info, project_id, previous), newer_than=newer_than
+            key,
+            lambda previous: self._load(info, project_id, previous),
+            newer_than=newer_than,
+            lane=info.conn_id,
         )
         if entry is None:
             return DepartmentView(info.conn_id, project_id, service=info.service, built_at=time.time()), True
         return entry.value, pending
+
+    def _may_list_new(self, conn_id: str) -> bool:
+        """Whether one more department of ``conn_id`` may be listed for the first time in this interval."""
+        now = time.monotonic()
+        with self._lock:
+            recent = [at for at in self._new_departments.get(conn_id, []) if now - at < self.ttl]
+            allowed = len(recent) < NEW_DEPARTMENTS_PER_INTERVAL
+            if allowed:
+                recent.append(now)
+            self._new_departments[conn_id] = recent
+        return allowed
 
     def _hold(self, err: BaseException) -> float:
         """How long a failed request's answer stands: its ``Retry-After``, a short negative cache, or an interval."""
@@ -215,7 +245,12 @@ class Monitor:
                 with self._lock:
                     self._filling.discard(key)
 
-        self._filler.submit(fill)
+        with self._lock:
+            filler = self._fillers.get(info.conn_id)
+            if filler is None:
+                filler = ThreadPoolExecutor(max_workers=1, thread_name_prefix="datatables-ui-details")
+                self._fillers[info.conn_id] = filler
+        filler.submit(fill)
 
     def _fetch(self, info: ConnectionInfo, project_id: str, card_id: str) -> Any:
         from airflow_tables.model import TableDetail
@@ -235,7 +270,9 @@ class Monitor:
 
         view, _ = self.department_state(info, project_id)
         entry, _ = self._fetched.get(
-            (info.conn_id, project_id, card_id), lambda previous: self._load_detail(info, project_id, card_id, previous)
+            (info.conn_id, project_id, card_id),
+            lambda previous: self._load_detail(info, project_id, card_id, previous),
+            lane=info.conn_id,
         )
         detail, detail_error = entry.value if entry is not None else (None, "the service has not answered yet")
         with create_session() as session:
