@@ -70,6 +70,25 @@ def durable_store(context: Context, secret: str, log: Any = None) -> SignedStore
     return SignedStore(store if store is not None else _VariableStore(context), secret, _scope(context), log)
 
 
+#: Variables of notes written by a task's own code (``import_csv`` in a ``@task``), by task instance
+#: prefix: deleted by the provider's listener when that task instance ends (plugins/listener.py).
+_KEPT_UNTIL_THE_END: dict[str, set[str]] = {}
+
+
+def kept_until_the_end(context: Context, key: str) -> None:
+    """Have the note ``key`` of the running task instance deleted when it ends (where it is a Variable)."""
+    if context.get("task_state_store") is None:  # the task state store's rows expire with their run
+        _KEPT_UNTIL_THE_END.setdefault(_VariableStore(context).prefix, set()).add(key)
+
+
+def task_instance_ended(ti: Any, *, final: bool) -> None:
+    """A try of ``ti`` ended: once no later try can read them (``final``), delete the notes this process kept."""
+    prefix = f"airflow_tables.state.{ti.dag_id}.{ti.run_id}.{ti.task_id}.{ti.map_index}."
+    keys = _KEPT_UNTIL_THE_END.pop(prefix, set())
+    if final and keys:
+        _forget_variables(_VariableStore(None, prefix), sorted(keys))
+
+
 def shared_records(prefix: str, secret: str, description: str, log: Any = None) -> SignedStore:
     """Signed Variables named ``prefix + key`` that belong to no task instance (a table's ``if_older`` record)."""
     store = _VariableStore(None, prefix)
@@ -221,9 +240,10 @@ def _ends_task_instance(err: BaseException, context: Context) -> bool:
 
 def _forget(context: Context, keys: list[str]) -> None:
     """Delete the notes; a failure to do so is logged, never the task's outcome (nothing would read them)."""
-    import logging
+    _forget_variables(_VariableStore(context), keys)
 
-    store = _VariableStore(context)
+
+def _forget_variables(store: _VariableStore, keys: list[str]) -> None:
     for key in keys:
         try:
             store.delete(key)

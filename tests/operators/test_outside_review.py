@@ -222,3 +222,21 @@ def _write_table(emulator, tmp_path: Path) -> str:
     card_id = import_table(emulator, orders_csv(tmp_path, "start.csv", rows=2))
     emulator.wait_until_processed(emulator.project_id, card_id)
     return card_id
+
+
+def test_a_tasks_own_notes_are_gone_once_its_task_instance_has_ended(dags_module, datatables_conn, tmp_path):
+    """Point 2's notes outlive each try; below Airflow 3.3 they are Variables, deleted by the provider's listener.
+
+    On 3.3 they are in the task state store (its rows expire with the run) and no Variable is
+    written; the matrix runs this on 3.1 and 3.2, where the listener deletes them.
+    """
+    from tests.operators.test_recovery import durable_variables
+
+    dag_run = run(dags_module, "dt_hook_then_fails", file_path=str(orders_csv(tmp_path, "ended.csv", rows=3)))
+    assert str(_ti(dag_run, "hook_import_then_fail").state) == "success"
+    assert durable_variables("dt_hook_then_fails") == []
+    mine, theirs = _sibling_pair(tmp_path, "names")
+    datatables_conn.set_faults(NEVER_HANDLED)  # the note of a lost import, then a refusal at the last try
+    failed = run(dags_module, "dt_hook_task_sibling", file_path=str(mine), sibling=str(theirs))
+    assert str(_ti(failed, "hook_import_sibling").state) == "failed"
+    assert durable_variables("dt_hook_task_sibling") == []

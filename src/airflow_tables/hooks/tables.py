@@ -413,7 +413,7 @@ class DataTablesHook(BaseHook):
         again. It is signed (:func:`~airflow_tables._durable.durable_store`): a note that does not
         verify is ignored with a warning.
         """
-        from airflow_tables._durable import durable_store, task_series
+        from airflow_tables._durable import durable_store, kept_until_the_end, task_series
         from airflow_tables.sources import identity
 
         try:
@@ -427,6 +427,7 @@ class DataTablesHook(BaseHook):
         project = settings.department(project_id)
         store, series = durable_store(context, settings.api_key, self.log), task_series(context)
         key = HOOK_NOTE_PREFIX + hashlib.sha256(f"{project}\0{where}\0{name}\0{card_id}".encode()).hexdigest()[:24]
+        kept_until_the_end(context, key)  # below 3.3 a Variable: deleted when the task instance ends
         note = store.get(key)
         if isinstance(note, dict) and note.get("series") == series:
             answered = note.get("card_id") if card_id is None else note.get("replaced")

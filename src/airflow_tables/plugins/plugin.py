@@ -81,9 +81,17 @@ def _external_views(prefix: str) -> list[dict[str, str]]:
     ]
 
 
+def _listener() -> Any:
+    """The provider's task-instance listener (plugins/listener.py): it deletes a ``@task``'s notes when it ends."""
+    from airflow_tables.plugins import listener
+
+    return listener
+
+
 class DataTablesPlugin(AirflowPlugin):
     """Monitor Data Tables departments from the Airflow UI (served by the api-server under ``/datatables/``)."""
 
     name = "datatables"
     fastapi_apps = [{"app": LazyApp(APP_FACTORY), "url_prefix": URL_PREFIX, "name": "Data Tables"}]
+    listeners = [_listener()]
     external_views = _external_views(base_path())
