@@ -15,7 +15,7 @@ from urllib.parse import quote
 
 import pytest
 
-from .harness import REPO
+from .harness import REPO, wait_until
 
 DAG_ID = "e2e_approval"
 pytestmark = pytest.mark.timeout(600)  # the first e2e test of a session also starts the stack
@@ -29,6 +29,14 @@ def reading_quickly(datatables_emulator):
     datatables_emulator.set_processing_delay(1)
     yield datatables_emulator
     datatables_emulator.reset_settings()
+
+
+def parked_try_seen(airflow_stack, run_id: str) -> bool:
+    """Whether the scheduler has taken the executor's event for the try that parked on the form (its log says so)."""
+    key = f"TaskInstanceKey(dag_id='{DAG_ID}', task_id='replace', run_id='{run_id}'"
+    log = airflow_stack.log_dir / "scheduler.log"
+    text = log.read_text(errors="replace") if log.exists() else ""
+    return any("Received executor event" in line and key in line for line in text.splitlines())
 
 
 def wait_for_form(airflow_api, run_id: str, check, timeout: float = 120) -> dict:
@@ -65,6 +73,15 @@ def test_a_schema_change_waits_for_approval_given_through_the_rest_api(
     page.get_by_role("button", name="Approve").wait_for(timeout=30_000)
     browser.screenshot(REPO / "docs" / "images" / "approval-form.png", full_page=False)
 
+    # A person answers seconds after the form appears; the test could answer before the scheduler has
+    # taken the parked try's end from the executor, and Airflow 3.3 then fails the resumed task ("the
+    # executor reported success, but the task instance is running"). Answer once it has.
+    wait_until(
+        lambda: parked_try_seen(airflow_stack, run_id),
+        timeout=60,
+        what="the scheduler to take the parked try's end",
+        check=airflow_stack.check_alive,
+    )
     path = f"/api/v2/dags/{DAG_ID}/dagRuns/{run}/taskInstances/replace/-1/hitlDetails"
     answer = airflow_api.request("PATCH", path, json={"chosen_options": ["Approve"]}).json()
     assert answer["chosen_options"] == ["Approve"]
