@@ -117,6 +117,11 @@ def signature(secret: str, purpose: str, message: Any) -> str:
     return hmac.new(key, text, hashlib.sha256).hexdigest()
 
 
+def verifies(given: object, secret: str, purpose: str, message: Any) -> bool:
+    """Whether ``given`` is :func:`signature` of ``message`` (compared in constant time); a non-string never is."""
+    return isinstance(given, str) and hmac.compare_digest(given, signature(secret, purpose, message))
+
+
 class SignedStore:
     """A durable store whose values carry an HMAC bound to the task instance, the key and a secret.
 
@@ -147,8 +152,8 @@ class SignedStore:
         """The value of what is stored under ``key`` when it verifies, else ``None`` (with a warning)."""
         if stored is None:
             return None
-        signature = stored.get(SIGNATURE) if isinstance(stored, dict) and len(stored) == 2 else None
-        if isinstance(signature, str) and hmac.compare_digest(signature, self._signature(key, stored.get("value"))):
+        given = stored.get(SIGNATURE) if isinstance(stored, dict) and len(stored) == 2 else None
+        if given is not None and verifies(given, self._secret, "durable notes", [self._scope, key, stored["value"]]):
             return stored["value"]
         (self._log or logging.getLogger(__name__)).warning(
             "The stored record %r was not written by airflow-tables for %s with this connection's key (edited, "
@@ -313,4 +318,5 @@ __all__ = [
     "shared_records",
     "signature",
     "task_series",
+    "verifies",
 ]

@@ -168,10 +168,10 @@ class Ledger:
         )
 
     def _verified(self, value: dict[str, Any]) -> bool:
-        import hmac
+        from airflow_tables._durable import verifies
 
-        given = value.get(SIGNATURE)
-        return isinstance(given, str) and hmac.compare_digest(given, self._signature(value))
+        unsigned = {k: v for k, v in value.items() if k != SIGNATURE}
+        return verifies(value.get(SIGNATURE), self._secret, "refresh watches", [self.key, unsigned])
 
     async def claim(self, before: Entry | None, after: RefreshWatch) -> bool:
         """Record ``after`` as claimed; True when this caller, and no one else, is to report it.

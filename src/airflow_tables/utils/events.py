@@ -139,12 +139,12 @@ def _signed(secret: str, extra: Mapping[str, Any], dag_id: str | None, task_id: 
 
 
 def _verified(secret: str, event: Any) -> bool:
-    import hmac
+    from airflow_tables._durable import verifies
 
     extra = event.extra or {}
-    given = extra.get(SIGNATURE)
-    expected = _signed(secret, extra, event.source_dag_id, event.source_task_id, event.source_run_id)
-    return isinstance(given, str) and hmac.compare_digest(given, expected)
+    unsigned = {k: v for k, v in extra.items() if k != SIGNATURE}
+    source = [event.source_dag_id, event.source_task_id, event.source_run_id]
+    return verifies(extra.get(SIGNATURE), secret, "upload records", [unsigned, *source])
 
 
 def _is_ours(event: Any) -> bool:
