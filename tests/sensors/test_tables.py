@@ -8,6 +8,8 @@ resume the sensor with the event it fired, as the task runner does.
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import threading
 import time
 from datetime import datetime, timedelta, timezone
@@ -103,10 +105,19 @@ def _read_at(emulator, card_id: str) -> datetime:
 
 
 def _replace_once_watched(emulator, card_id: str, directory: Path, not_before: datetime) -> threading.Thread:
-    """Replace the table once the sensor has looked at it and the clock is past ``not_before``."""
-    from airflow_tables.hooks.tables import DataTablesHook
+    """Replace the table once the sensor has looked at it and the clock is past ``not_before``.
 
+    The replacement runs in a process of its own: ``dag.test()`` runs the sensor in this one,
+    and a thread of it calling the hook would find the sensor's task context (Airflow keeps it
+    in a module-level list) and write the hook's send-once note through the in-process
+    supervisor's comms while the sensor's own requests go through them, which is not safe.
+    """
     seen = len(emulator.stats()["requests"])
+    replacement = small_csv(directory, rows=7)
+    script = (
+        "import sys; from airflow_tables.hooks.tables import DataTablesHook; "
+        "DataTablesHook().import_csv(None, sys.argv[1], card_id=sys.argv[2])"
+    )
 
     def replace() -> None:
         deadline = time.monotonic() + 20
@@ -114,7 +125,7 @@ def _replace_once_watched(emulator, card_id: str, directory: Path, not_before: d
             len(emulator.stats()["requests"]) < seen + 2 or datetime.now(timezone.utc) < not_before
         ):
             time.sleep(0.05)
-        DataTablesHook().import_csv(None, small_csv(directory, rows=7), card_id=card_id)
+        subprocess.run([sys.executable, "-c", script, str(replacement), card_id], check=True, timeout=60)
 
     thread = threading.Thread(target=replace, daemon=True)
     thread.start()
@@ -129,7 +140,7 @@ def test_completed_after_passes_over_an_earlier_read_and_takes_the_next(dags_mod
     interval_end = _read_at(datatables_conn, card_id) + timedelta(seconds=1)
     replacer = _replace_once_watched(datatables_conn, card_id, tmp_path, interval_end + timedelta(seconds=1))
     dag_run = dag.test(run_conf={"card_id": card_id}, logical_date=interval_end, run_after=interval_end)
-    replacer.join(5)
+    replacer.join(30)
     assert state(dag_run, "wait") == "success"
     summary = xcom(dag_run, "wait")
     assert summary["Rows"] == 7, "the sensor returned the earlier read, not the one after data_interval_end"
