@@ -1,11 +1,13 @@
+#!/usr/bin/env python3
 """Lock a working dependency set per Airflow minor and derive its pip constraints file.
 
 For each supported minor ``3.N`` this resolves, with ``uv pip compile --universal`` (one
 answer for every Python the project supports, with markers where they differ):
 
 * the project itself (``-e .``: its runtime dependencies from ``pyproject.toml``),
-* the tools its tests need (the ``dev`` extra, less its own pin of Airflow),
-* ``apache-airflow==3.N.*``, and the caps in :data:`CAPS` for that minor: dependencies whose
+* the tools its tests need (the ``dev`` dependency group, less its own pin of Airflow),
+* ``apache-airflow==3.N.*`` (or the pre-release in :data:`PRE_RELEASES`), and the caps in
+  :data:`CAPS` for that minor: dependencies whose
   newest release breaks that Airflow (found by running the test suite on it).
 
 It writes ``constraints/airflow-3.N.lock`` (uv's output: every pin, with the ``# via``
@@ -29,18 +31,17 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import tomllib
 from pathlib import Path
-
-try:
-    import tomllib
-except ImportError:  # Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
 
 ROOT = Path(__file__).resolve().parents[1]
 CONSTRAINTS = ROOT / "constraints"
-MINORS = ("3.1", "3.2", "3.3")
+MINORS = ("3.1", "3.2", "3.3", "3.4")
+#: Minors not released yet, tested at a pre-release so that users who upgrade on the release day
+#: are not the first to find out; each resolves to that exact version instead of ``3.N.*``.
+PRE_RELEASES = {"3.4": "3.4.0b2"}
 #: The oldest Python the project supports: the resolution covers it and every newer one.
-PYTHON_FLOOR = "3.10"
+PYTHON_FLOOR = "3.11"
 
 #: Per minor, requirements added to the resolution because the newest release of a dependency
 #: breaks that Airflow; each with the reason, which is also written into the lock's header.
@@ -59,6 +60,7 @@ CAPS: dict[str, dict[str, str]] = {
         ),
     },
     "3.3": {},
+    "3.4": {},
 }
 
 _AIRFLOW = re.compile(r"^apache-airflow\s*(?:[=<>!~\[;]|$)")
@@ -73,9 +75,14 @@ def constraints_path(minor: str) -> Path:
 
 
 def test_requirements() -> list[str]:
-    """The ``dev`` extra without its pin of Airflow: what the tests need besides the project."""
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    return [req for req in project["optional-dependencies"]["dev"] if not _AIRFLOW.match(req)]
+    """The ``dev`` dependency group without its pin of Airflow: what the tests need besides the project."""
+    groups = tomllib.loads((ROOT / "pyproject.toml").read_text())["dependency-groups"]
+    return [req for req in groups["dev"] if not _AIRFLOW.match(req)]
+
+
+def project_extras() -> str:
+    """Every extra of the project, as pip writes them after its name (``emulator,pandas,gx,s3``)."""
+    return ",".join(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"])
 
 
 def uv() -> str:
@@ -90,9 +97,10 @@ def resolve(minor: str) -> None:
     caps = CAPS[minor]
     with tempfile.TemporaryDirectory() as tmp:
         requirements = Path(tmp) / "requirements.in"
-        lines = ["-e .", f"apache-airflow=={minor}.*", *test_requirements(), *caps]
+        airflow = f"apache-airflow=={PRE_RELEASES.get(minor, minor + '.*')}"
+        lines = [f"-e .[{project_extras()}]", airflow, *test_requirements(), *caps]
         requirements.write_text("\n".join(lines) + "\n")
-        header = [f"Airflow {minor}: the project, its test tools and apache-airflow=={minor}.*"]
+        header = [f"Airflow {minor}: the project with its extras, its test tools and {airflow}"]
         header += [f"cap {req}: {why}" for req, why in caps.items()]
         command = [
             uv(),

@@ -1,10 +1,17 @@
-"""The test suite on older Airflow minors, each in a venv of its own built from its constraints.
+#!/usr/bin/env python3
+"""The test suite on the other Airflow minors and Pythons, each in a venv of its own built from its constraints.
 
-``make test`` runs the whole suite on the locked Airflow (``.venv``, 3.3), then this, for
-3.1 and 3.2: a venv per minor, ``.venvs/airflow-3.N`` (git-ignored), made with uv (its
-cache is shared, so a second venv costs seconds) the way a user installs:
+``make test`` runs the whole suite on the locked Airflow (``.venv``: 3.3 on Python 3.11, the
+lowest Python the package declares), then this: the lowest declared versions on Python 3.11,
+Airflow 3.2 on Python 3.12, and Airflow 3.4's pre-release on Python 3.13, the highest Python
+declared. A venv per entry, ``.venvs/<name>`` (git-ignored), made with uv (its cache is
+shared, so a second venv costs seconds) the way a user installs:
 
-    uv pip install -e . <test tools> -c constraints/airflow-3.N.txt
+    uv pip install -e '.[<every extra>]' <test tools> -c constraints/airflow-3.N.txt
+
+Each entry's Python comes from the machine (``python3.N`` on ``PATH``, or pyenv's versions);
+where one is missing the entry fails, naming it: a Python the package declares is never
+skipped in silence.
 
 and in it the tests whose outcome can depend on Airflow: hooks, operators, sensors,
 triggers, DAG runs (``dag.test()``), example DAGs, reliability and security. Left out,
@@ -22,9 +29,10 @@ longer works fails ``make test``; raise the floor in ``pyproject.toml`` then.
 The test runs go side by side (each mostly keeps one core busy), each into
 ``artifacts/matrix/<name>.log``, printed when it ends.
 
-    scripts/matrix.py                     set up and test 3.1, 3.2 and lowest
+    scripts/matrix.py                     set up and test lowest, 3.2 and 3.4
     scripts/matrix.py lowest              only the lowest declared versions
-    scripts/matrix.py 3.1 -- -x -k sensor  one minor, extra pytest arguments
+    scripts/matrix.py 3.1 -- -x -k sensor  one minor (3.1's latest patch is not in the default run:
+                                          lowest is Airflow 3.1), extra pytest arguments
     scripts/matrix.py --setup-only 3.2    only (re)build the venv
 """
 
@@ -42,7 +50,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from constraints import ROOT, constraints_path, test_requirements, tomllib, uv  # noqa: E402
+from constraints import (  # noqa: E402
+    PYTHON_FLOOR,
+    ROOT,
+    constraints_path,
+    project_extras,
+    test_requirements,
+    tomllib,
+    uv,
+)
 
 VENVS = ROOT / ".venvs"
 #: Each minor's pytest output (they run side by side) and its Airflow home.
@@ -50,12 +66,13 @@ LOGS = ROOT / "artifacts" / "matrix"
 SOURCES_DIR = ROOT / "src" / "airflow_tables"
 #: In each venv: the digest of the inputs it was last installed from (see inputs_digest).
 STAMP = ".airflow-tables-inputs"
-#: The minors ``make test`` runs here; the newest (3.3) is ``.venv`` itself.
-OLDER_MINORS = ("3.1", "3.2")
 #: The venv of the lowest declared versions (see the module's docstring), run with the minors.
 LOWEST = "lowest"
-#: The extras whose floors the lowest venv tests: all but ``dev`` (the test tools).
-LOWEST_EXTRAS = "emulator,pandas,gx,s3"
+#: What ``make test`` runs here, besides ``.venv`` (3.3 on the lowest Python): Airflow 3.1 at
+#: the declared floors, 3.2, and the next minor's pre-release on the highest Python.
+DEFAULT = (LOWEST, "3.2", "3.4")
+#: The Python of each entry: between them and ``.venv`` every declared Python runs the tests.
+PYTHONS = {LOWEST: PYTHON_FLOOR, "3.1": PYTHON_FLOOR, "3.2": "3.12", "3.4": "3.13"}
 #: Where the lowest venv's test tools take their versions from.
 TOOLS_FROM = "3.1"
 #: Test directories that never import Airflow: the same on every minor.
@@ -80,16 +97,28 @@ def python_of(minor: str) -> Path:
     return venv_dir(minor) / "bin" / "python"
 
 
-def base_python() -> str:
-    """The interpreter ``.venv`` was made from: every venv of the matrix uses the same Python."""
-    return str(Path(sys.base_prefix) / "bin" / f"python{sys.version_info.major}.{sys.version_info.minor}")
+def find_python(version: str) -> str:
+    """An interpreter of Python ``version`` (``3.13``) on this machine, or exit naming the one missing.
+
+    ``python3.N`` on ``PATH`` when it runs (a pyenv shim of a version not selected does not),
+    else pyenv's own copy (``$PYENV_ROOT/versions/3.N.*``).
+    """
+    pyenv_root = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
+    candidates = [shutil.which(f"python{version}")]
+    candidates += sorted(pyenv_root.glob(f"versions/{version}.*/bin/python{version}"), reverse=True)
+    probe = "import sys; print('%d.%d' % sys.version_info[:2])"
+    for candidate in filter(None, candidates):
+        found = subprocess.run([str(candidate), "-c", probe], capture_output=True, text=True)
+        if found.returncode == 0 and found.stdout.strip() == version:
+            return str(candidate)
+    sys.exit(f"matrix: Python {version} is not on this machine (no working python{version} on PATH or in {pyenv_root})")
 
 
 def inputs_digest(minor: str) -> str:
     """What the venv's contents follow from: the constraints, the project's metadata and its C source."""
     digest = hashlib.sha256()
     constraints = constraints_path(TOOLS_FROM if minor == LOWEST else minor)
-    digest.update(minor.encode() + b"\0")
+    digest.update(minor.encode() + b"\0" + PYTHONS[minor].encode() + b"\0")
     for path in (constraints, ROOT / "pyproject.toml", ROOT / "setup.py", *SOURCES_DIR.glob("*.c")):
         digest.update(path.name.encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()
@@ -119,7 +148,16 @@ def lowest_requirements(venv: Path) -> list[str]:
     ]
     pinned = venv / "tools-constraints.txt"
     pinned.write_text("\n".join(pins) + "\n")
-    return ["--resolution", "lowest-direct", "-e", f"{ROOT}[{LOWEST_EXTRAS}]", *tools, "-c", str(pinned)]
+    return ["--resolution", "lowest-direct", "-e", f"{ROOT}[{project_extras()}]", *tools, "-c", str(pinned)]
+
+
+def venv_python(venv: Path) -> str | None:
+    """The Python version (``3.12``) a venv was made with, from its ``pyvenv.cfg``; ``None`` without one."""
+    config = venv / "pyvenv.cfg"
+    if not config.exists():
+        return None
+    found = re.search(r"^version(?:_info)?\s*=\s*(\d+\.\d+)", config.read_text(), re.MULTILINE)
+    return found.group(1) if found else None
 
 
 def setup(minor: str) -> None:
@@ -128,12 +166,14 @@ def setup(minor: str) -> None:
     stamp = venv / STAMP
     if python_of(minor).exists() and stamp.exists() and stamp.read_text() == inputs_digest(minor):
         return
-    if minor == LOWEST:
+    if minor == LOWEST or venv_python(venv) not in (None, PYTHONS[minor]):
         # From nothing: uv keeps what is installed when it satisfies, and a floor raised in
-        # pyproject.toml must not be tested with the versions the old floors left behind.
+        # pyproject.toml must not be tested with the versions the old floors left behind; a
+        # venv of another Python cannot be changed into one of this Python.
         shutil.rmtree(venv, ignore_errors=True)
     if not python_of(minor).exists():
-        subprocess.run([uv(), "venv", "--quiet", "--python", base_python(), str(venv)], check=True)
+        python = find_python(PYTHONS[minor])
+        subprocess.run([uv(), "venv", "--quiet", "--python", python, str(venv)], check=True)
     if minor == LOWEST:
         command = [uv(), "pip", "install", "--quiet", "--compile-bytecode", "--python", str(python_of(minor))]
         subprocess.run([*command, *lowest_requirements(venv)], check=True, cwd=ROOT)
@@ -148,7 +188,7 @@ def setup(minor: str) -> None:
         "--python",
         str(python_of(minor)),
         "-e",
-        str(ROOT),
+        f"{ROOT}[{project_extras()}]",
         *test_requirements(),
         "-c",
         str(constraints_path(minor)),
@@ -203,9 +243,7 @@ def run_side_by_side(minors: list[str], pytest_args: list[str]) -> dict[str, tup
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument(
-        "minors", nargs="*", default=[*OLDER_MINORS, LOWEST], help=f"Airflow minors, e.g. 3.1, or {LOWEST!r}"
-    )
+    parser.add_argument("minors", nargs="*", default=list(DEFAULT), help=f"Airflow minors, e.g. 3.1, or {LOWEST!r}")
     parser.add_argument("--setup-only", action="store_true")
     argv = sys.argv[1:]
     split = argv.index("--") if "--" in argv else len(argv)
