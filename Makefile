@@ -1,5 +1,5 @@
 # The two commands the README opens with, and the rest.
-# Every target sets itself up first (scripts/setup.sh): a fresh machine needs only Python 3.10+.
+# Every target sets itself up first (scripts/setup.sh): a fresh machine needs only Python 3.11+.
 
 PY := .venv/bin/python
 

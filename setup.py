@@ -9,9 +9,19 @@ an unusual platform) setuptools warns and installs the package without them, and
 Python, which gives the same answers.
 """
 
+import os
+
 from setuptools import Extension, setup
 
+# setuptools writes the project's metadata (``airflow_tables.egg-info``) beside the package by
+# default, that is into ``src/``, which an editable install puts on ``sys.path``: Airflow then
+# finds the distribution twice (its site-packages ``.dist-info`` and that folder) and registers
+# the plugin twice ("Plugin 'datatables' already registered"). Build metadata goes to ``build/``.
+EGG_BASE = "build"
+os.makedirs(EGG_BASE, exist_ok=True)
+
 setup(
+    options={"egg_info": {"egg_base": EGG_BASE}},
     ext_modules=[
         Extension(
             "airflow_tables.validation._speedups",

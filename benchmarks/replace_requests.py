@@ -24,7 +24,7 @@ import subprocess
 import sys
 import tempfile
 from collections import Counter
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         card_id = DataTablesHook().import_csv(emulator.project_id, path)
         totals: dict[str, Counter] = {"allow": Counter(), "allow_new_columns": Counter()}
         credits: dict[str, int] = {"allow": 0, "allow_new_columns": 0}
-        when = datetime.now(timezone.utc)
+        when = datetime.now(UTC)
         for _ in range(args.repeat):
             for policy in totals:
                 emulator.wait_until_processed(emulator.project_id, card_id)

@@ -42,7 +42,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -93,7 +93,7 @@ def record_events(service: str, card_ids: list[str]) -> None:
     from airflow_tables.assets import table_ref
 
     refs = [table_ref(PROJECT, card_id, service=service) for card_id in card_ids]
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     with create_session() as session:
         session.execute(
             insert(AssetModel),

@@ -5,9 +5,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.local/bin:$PATH"   # where scripts/setup.sh installs uv
 rm -rf dist
-had_egg_info=0; [ -d src/airflow_tables.egg-info ] && had_egg_info=1
 uv build --quiet --out-dir dist .
-# setuptools leaves its egg-info in src/ (on sys.path: Airflow would see the provider twice).
-[ "$had_egg_info" = 1 ] || rm -rf src/airflow_tables.egg-info
 rm -rf build
 ls -1 dist/

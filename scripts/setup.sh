@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Set up the project's environment from nothing but Python 3.10+: install uv if it is
+# Set up the project's environment from nothing but Python 3.11+: install uv if it is
 # missing (from PyPI), then the locked dependencies into .venv, bytecode compiled
 # (PYTHONDONTWRITEBYTECODE may be set on the machine; without compiled bytecode
 # Airflow's start-up takes twice as long).
@@ -20,14 +20,10 @@ if [ ! -x .venv/bin/python ]; then
   echo "setup: first run: installing Apache Airflow 3.3 and the locked dependencies into .venv" \
        "(1-2 minutes on a cold cache, seconds after)" >&2
 fi
-uv sync --frozen --extra dev --compile-bytecode --quiet
+uv sync --frozen --all-extras --compile-bytecode --quiet   # and the dev group (uv's default)
 # The project itself is installed editable (src/ is on sys.path, so uv compiles none of it): compiled
 # here as an installed wheel's modules are, so that no task, test or benchmark compiles them at each
 # first import (validate_csv's first call in a new process: 12 ms less).
 if [ -x .venv/bin/python ] && [ -d src/airflow_tables ]; then  # an optimisation: never a reason to fail
   .venv/bin/python -m compileall -q src/airflow_tables
 fi
-# The editable build leaves setuptools' egg-info in src/, which is on sys.path: Airflow then
-# finds the distribution twice and reports the provider's plugin as registered twice
-# (a plugin import error in the UI). The installed dist-info is the real metadata.
-rm -rf src/airflow_tables.egg-info

@@ -19,7 +19,6 @@ import base64
 import json
 import os
 import secrets
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -109,29 +108,19 @@ def datatables_conn(emulator, monkeypatch):
 
 @pytest.fixture(scope="session")
 def distributions(tmp_path_factory) -> Path:
-    """A directory with the sdist and the wheel that ``uv build`` makes of the source tree, built once.
-
-    setuptools leaves ``src/airflow_tables.egg-info`` behind; on sys.path it makes Airflow
-    see the package twice (its plugin "already registered"), so it goes when the build is done.
-    """
+    """A directory with the sdist and the wheel that ``uv build`` makes of the source tree, built once."""
     tool = uv_command()
     if tool is None:
         pytest.fail("uv is not installed (scripts/setup.sh installs it)")
     root = Path(__file__).resolve().parents[1]
     out = tmp_path_factory.mktemp("dist")
-    egg_info = root / "src" / "airflow_tables.egg-info"
-    had_egg_info = egg_info.exists()
-    try:
-        build = subprocess.run(
-            [tool, "build", "--quiet", "--out-dir", str(out), str(root)],
-            capture_output=True,
-            text=True,
-            timeout=600,
-            cwd=root,
-            env={**os.environ, "UV_NO_PROGRESS": "1"},
-        )
-    finally:
-        if not had_egg_info:
-            shutil.rmtree(egg_info, ignore_errors=True)
+    build = subprocess.run(
+        [tool, "build", "--quiet", "--out-dir", str(out), str(root)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=root,
+        env={**os.environ, "UV_NO_PROGRESS": "1"},
+    )
     assert build.returncode == 0, f"uv build exited {build.returncode}:\n{build.stdout[-3000:]}\n{build.stderr[-3000:]}"
     return out

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from tests.triggers.test_tables import imported
@@ -42,7 +42,7 @@ def test_a_table_not_read_since_the_instant_is_stale_since_its_last_read(datatab
         completed_after="{{ dag_run.logical_date }}",
         context={
             **CONTEXT,
-            "dag_run": {**CONTEXT["dag_run"], "logical_date": after.replace(tzinfo=timezone.utc).isoformat()},
+            "dag_run": {**CONTEXT["dag_run"], "logical_date": after.replace(tzinfo=UTC).isoformat()},
         },
     )
     assert message.endswith(

@@ -39,7 +39,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from enum import Enum
 from typing import Any
 
@@ -320,7 +320,7 @@ def service_time(when: datetime | str) -> str:
     if not isinstance(when, datetime):
         raise ValueError(f"not a date-time: {when!r}")
     if when.tzinfo is not None:
-        when = when.astimezone(timezone.utc).replace(tzinfo=None)
+        when = when.astimezone(UTC).replace(tzinfo=None)
     return when.strftime("%Y-%m-%dT%H:%M:%S")
 
 

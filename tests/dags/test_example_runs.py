@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC
 from pathlib import Path
 
 from tests._dag_files import dags_in, install
@@ -22,7 +23,7 @@ def test_the_deadline_example_says_why_the_orders_table_is_late(dags_module, dat
     """The run's read fails, so it misses its 07:00 deadline; the deadline's callback words the service's reason."""
     import asyncio
     import importlib
-    from datetime import datetime, timedelta, timezone
+    from datetime import datetime, timedelta
 
     from airflow.models.deadline import Deadline
     from airflow.utils.session import create_session
@@ -42,7 +43,7 @@ def test_the_deadline_example_says_why_the_orders_table_is_late(dags_module, dat
     monkeypatch.setenv("DATATABLES_POLL_INTERVAL", "0.2")
     (dag,) = dags_in(install(DAGS / "example_datatables_deadline.py"))
 
-    midnight = datetime.now(timezone.utc).replace(microsecond=0) - timedelta(hours=8)  # 07:00 is an hour ago
+    midnight = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=8)  # 07:00 is an hour ago
     dag_run = dag.test(logical_date=midnight, run_after=midnight)
     assert str(dag_run.get_task_instance("wait_for_orders").state) == "failed"
 

@@ -7,7 +7,7 @@ as a test needs; setting it back to 0 releases it at once.
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -47,8 +47,8 @@ def test_reading_ends_ready_with_completion_time_and_successful_upload(client, e
     summary = emulator.wait_until_processed(emulator.project_id, card_id, timeout=10)
     assert summary["SuccessfulUpload"] is True
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d", summary["UploadCompletionTime"])
-    finished = datetime.strptime(summary["UploadCompletionTime"], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc)
-    assert abs(datetime.now(timezone.utc) - finished) < timedelta(minutes=1)
+    finished = datetime.strptime(summary["UploadCompletionTime"], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=UTC)
+    assert abs(datetime.now(UTC) - finished) < timedelta(minutes=1)
     detail = client.get(card_id).json()
     assert detail["Rows"] == 3
     assert [c["ColumnName"] for c in detail["Columns"]] == ["id", "name", "qty"]

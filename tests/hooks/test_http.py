@@ -6,7 +6,7 @@ import json
 import pickle
 import random
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 
 import pytest
@@ -222,7 +222,7 @@ def test_parse_retry_after():
     assert parse_retry_after("2.5") == 2.5
     assert parse_retry_after(None) is None
     assert parse_retry_after("soon") is None
-    later = format_datetime(datetime.now(timezone.utc) + timedelta(seconds=30), usegmt=True)
+    later = format_datetime(datetime.now(UTC) + timedelta(seconds=30), usegmt=True)
     assert 25 < parse_retry_after(later) <= 30
     assert parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0
 

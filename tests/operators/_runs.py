@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import csv
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +11,7 @@ from typing import Any
 def run(dags_module, dag_id: str, logical_date: datetime | None = None, **params: Any):
     """Run one of the test DAGs with dag.test(); return the DagRun."""
     dag = dags_module.DAGS[dag_id]
-    when = logical_date or datetime.now(timezone.utc)
+    when = logical_date or datetime.now(UTC)
     # The run id comes from run_after: the same date twice means the same run (and task state store).
     return dag.test(run_conf=params, logical_date=when, run_after=when)
 

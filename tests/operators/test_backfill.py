@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import json
 import logging
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from tests.operators import test_schema_change
 from tests.operators._runs import import_table, orders_csv, run, state
 
-NOW = datetime.now(timezone.utc).replace(microsecond=0)
+NOW = datetime.now(UTC).replace(microsecond=0)
 OLD, NEW, NEWER = NOW - timedelta(days=30), NOW - timedelta(days=20), NOW - timedelta(days=10)
 sw_dags = test_schema_change.sw_dags  # the fixture: both files run tests/operators/dags/safe_writes_test_dags.py
 
@@ -41,7 +41,7 @@ def rows_of(emulator, card_id: str) -> int:
 def replace(sw_dags, dag_id: str, card_id: str, path: Path, when: datetime | None):
     if when is not None:
         return run(sw_dags, dag_id, logical_date=when, file_path=str(path), card_id=card_id)
-    at = datetime.now(timezone.utc)
+    at = datetime.now(UTC)
     return sw_dags.DAGS[dag_id].test(
         run_conf={"file_path": str(path), "card_id": card_id}, logical_date=None, run_after=at
     )

@@ -9,7 +9,7 @@ the database's, not the DAG file's (test_safe_writes.py); a record the provider 
 from __future__ import annotations
 
 import csv
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -149,7 +149,7 @@ def test_a_forged_job_in_a_variable_is_ignored_and_the_file_imported(dags_module
 
     emulator = datatables_conn
     theirs = next(iter(_tables(emulator)))
-    when = datetime.now(timezone.utc)
+    when = datetime.now(UTC)
     run_id = f"manual__{when.isoformat()}"
     key = f"airflow_tables.state.dt_import_retry_legacy.{run_id}.import.-1.datatables_table"
     Variable.set(key, f'{{"project_id": "{emulator.project_id}", "card_id": "{theirs}"}}')

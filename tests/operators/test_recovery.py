@@ -10,7 +10,7 @@ import signal
 import subprocess
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -173,7 +173,7 @@ def test_resume_after_the_first_try_is_killed(dags_module, datatables_conn, stat
     # "while waiting": the table must still be read when the retry starts, also on a busy machine.
     emulator.set_processing_delay(4.0 if killed == "after the import" else 20.0)
     path = orders_csv(tmp_path)
-    logical_date = datetime.now(timezone.utc).replace(microsecond=0)
+    logical_date = datetime.now(UTC).replace(microsecond=0)
     script = (
         "import sys; from datetime import datetime; "
         "from tests.operators import _runs; import importlib.util; "

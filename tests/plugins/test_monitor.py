@@ -7,6 +7,7 @@ one the operator records; the emulator makes the failed and the being-read table
 from __future__ import annotations
 
 import threading
+from datetime import UTC
 
 from tests.conftest import APP_URL
 from tests.operators._runs import import_table, orders_csv
@@ -135,7 +136,7 @@ def test_the_task_view_finds_the_table_of_an_import_task(imported, connections):
 
 def test_credits_sum_the_credits_extra_of_the_last_seven_days(dags_module):
     """Events of one department only; ``credits`` counted where present, 1 where absent."""
-    from datetime import datetime, timedelta, timezone
+    from datetime import datetime, timedelta
 
     from airflow.models.asset import AssetEvent, AssetModel
     from airflow.utils.session import create_session
@@ -143,7 +144,7 @@ def test_credits_sum_the_credits_extra_of_the_last_seven_days(dags_module):
     from airflow_tables.assets import table_ref
     from airflow_tables.plugins.events import credits_spent
 
-    now = datetime(2026, 5, 20, 12, 0, tzinfo=timezone.utc)
+    now = datetime(2026, 5, 20, 12, 0, tzinfo=UTC)
     events = [  # (department, hours before now, extra, from a task?)
         ("PRJ-credits", 1, {"credits": 2}, True),
         ("PRJ-credits", 2, {}, True),  # before imports recorded credits: one

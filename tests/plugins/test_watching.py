@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from urllib.parse import quote, urlencode
 
 import pytest
@@ -90,7 +90,7 @@ def test_a_failed_read_is_attributed_to_its_task_and_its_credit_counted(failed_r
 
     from airflow_tables.plugins.events import department_prefix
 
-    midnight = datetime.now(timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0)
+    midnight = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
     with create_session() as session:
         from airflow.models.asset import AssetModel
         from sqlalchemy import select
@@ -273,7 +273,7 @@ def test_columns_sort_both_ways_and_search_matches_column_names(imported, connec
 
 
 def test_a_table_older_than_two_intervals_of_its_scheduled_dag_is_stale_and_says_why():
-    now = datetime(2026, 5, 20, 12, 0, tzinfo=timezone.utc)
+    now = datetime(2026, 5, 20, 12, 0, tzinfo=UTC)
     last = Import("CRD-1", "daily_orders", "import", "r", -1, now, "recorded", "success", 1, "")
     old = TableSummary("CRD-1", processed=True, completion_time=(now - timedelta(days=3)).isoformat())
     fresh = TableSummary("CRD-1", processed=True, completion_time=(now - timedelta(hours=30)).isoformat())

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import threading
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -101,7 +101,7 @@ def test_the_sensor_names_the_department_of_a_missing_table(dags_module, datatab
 
 def _read_at(emulator, card_id: str) -> datetime:
     done = emulator.wait_until_processed(emulator.project_id, card_id)
-    return datetime.fromisoformat(done["UploadCompletionTime"]).replace(tzinfo=timezone.utc)
+    return datetime.fromisoformat(done["UploadCompletionTime"]).replace(tzinfo=UTC)
 
 
 def _replace_once_watched(emulator, card_id: str, directory: Path, not_before: datetime) -> threading.Thread:
@@ -122,7 +122,7 @@ def _replace_once_watched(emulator, card_id: str, directory: Path, not_before: d
     def replace() -> None:
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline and (
-            len(emulator.stats()["requests"]) < seen + 2 or datetime.now(timezone.utc) < not_before
+            len(emulator.stats()["requests"]) < seen + 2 or datetime.now(UTC) < not_before
         ):
             time.sleep(0.05)
         subprocess.run([sys.executable, "-c", script, str(replacement), card_id], check=True, timeout=60)
@@ -144,7 +144,7 @@ def test_completed_after_passes_over_an_earlier_read_and_takes_the_next(dags_mod
     assert state(dag_run, "wait") == "success"
     summary = xcom(dag_run, "wait")
     assert summary["Rows"] == 7, "the sensor returned the earlier read, not the one after data_interval_end"
-    assert datetime.fromisoformat(summary["UploadCompletionTime"]).replace(tzinfo=timezone.utc) > interval_end
+    assert datetime.fromisoformat(summary["UploadCompletionTime"]).replace(tzinfo=UTC) > interval_end
 
 
 @pytest.mark.parametrize("deferrable", [False, True], ids=["poke", "deferrable"])
@@ -171,7 +171,7 @@ def test_an_instant_reads_as_the_service_writes_its_times():
 def test_a_read_seen_in_progress_that_ends_before_a_future_completed_after_is_waited_past(datatables_conn, tmp_path):
     datatables_conn.set_processing_delay(0.5)
     card_id = imported(datatables_conn, tmp_path)  # being read now, done well before the instant
-    after = (datetime.now(timezone.utc) + timedelta(seconds=5)).isoformat()
+    after = (datetime.now(UTC) + timedelta(seconds=5)).isoformat()
     sensor = DataTablesProcessedSensor(
         task_id="wait", card_id=card_id, deferrable=True, poke_interval=0.1, timeout=30, completed_after=after
     )

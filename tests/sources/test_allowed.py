@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -211,7 +211,7 @@ def test_the_operator_refuses_a_file_outside_its_allowed_sources_at_no_cost(
     emulator = datatables_conn
     emulator.reset_stats()
     credits = emulator.credits()
-    when = datetime.now(timezone.utc)
+    when = datetime.now(UTC)
     refused = dag.test(run_conf={"file_path": f"{allowed}/../secret.csv"}, logical_date=when, run_after=when)
     for task_id in ("import", "replace"):
         assert state(refused, task_id) == "failed"

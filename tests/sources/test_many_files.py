@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -40,7 +40,7 @@ def test_every_csv_under_the_prefix_becomes_its_own_table(dags_module, datatable
     module = _example(monkeypatch, f"s3://{CONN_ID}@{bucket}/exports/")
     emulator.reset_stats()
 
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     dag_run = module.dag.test(
         run_conf={"prefix": f"s3://{CONN_ID}@{bucket}/exports/", "encoding": None}, logical_date=now, run_after=now
     )
@@ -70,7 +70,7 @@ def test_the_trigger_form_cannot_name_another_connection_or_place(
 ):
     module = _example(monkeypatch, f"s3://{CONN_ID}@{bucket}/exports/")
     datatables_conn.reset_stats()
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     # dag.test() of Airflow 3.2 raises a ValueError naming the param; 3.1 and 3.3 a ParamValidationError.
     with pytest.raises((ParamValidationError, ValueError), match="prefix"):
         module.dag.test(

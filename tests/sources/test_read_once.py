@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -36,7 +36,7 @@ def _run_and_count(dag, s3_server, bucket, card_id: str, tasks: tuple[str, ...])
     for key in keys.values():
         s3_server.put(bucket, key, CSV.encode())
     conf = {task: f"s3://{CONN_ID}@{bucket}/{key}" for task, key in keys.items()}
-    when = datetime.now(timezone.utc)
+    when = datetime.now(UTC)
     dag_run = dag.test(run_conf={**conf, "card_id": card_id}, logical_date=when, run_after=when)
     assert {task: state(dag_run, task) for task in tasks} == dict.fromkeys(tasks, "success")
     return {task: s3_server.reads(bucket, key) for task, key in keys.items()}
@@ -69,7 +69,7 @@ def test_an_object_only_an_exact_read_describes_is_scanned_from_its_copy(
 ):
     key = "read-once/ragged/orders.csv"
     s3_server.put(bucket, key, (CSV + "200,north\n").encode())
-    when = datetime.now(timezone.utc)
+    when = datetime.now(UTC)
     conf = {"validated": f"s3://{CONN_ID}@{bucket}/{key}", "everything": "", "card_id": ""}
     dag_run = _dags().checked.test(run_conf=conf, logical_date=when, run_after=when)
     assert state(dag_run, "validated") == "failed"

@@ -351,7 +351,7 @@ def test_errors_of_the_service_fire_nothing(datatables_conn, monkeypatch):
         gen = trigger.run()
         try:
             return await asyncio.wait_for(anext(gen), 1.0)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return None
         finally:
             await gen.aclose()

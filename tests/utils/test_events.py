@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -115,7 +115,7 @@ def _replace(dags, tmp_path, monkeypatch, *, run_key=None, region=""):
         return dag_run
 
     monkeypatch.setattr(dagrun_module, "get_or_create_dagrun", partitioned)
-    when = datetime.now(timezone.utc)
+    when = datetime.now(UTC)
     path = str(orders_csv(tmp_path, name=f"part_{region or run_key}.csv", rows=3))
     dag_run = dags["dt_partition_replace"].test(
         run_conf={"file_path": path, "region": region}, logical_date=when, run_after=when

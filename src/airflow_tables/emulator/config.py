@@ -137,10 +137,8 @@ def read_file(path: Path) -> dict:
     except OSError as err:
         raise ConfigError(f"cannot read the configuration file {path}: {err.strerror or err}") from err
     if path.suffix.lower() == ".toml":
-        try:
-            import tomllib
-        except ImportError as err:  # Python 3.10
-            raise ConfigError(f"{path}: TOML needs Python 3.11 or later; write the file as JSON") from err
+        import tomllib
+
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as err:

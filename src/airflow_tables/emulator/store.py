@@ -23,7 +23,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -88,7 +88,7 @@ def _lock(data_dir: Path):
 
 def service_time() -> str:
     """Now, as the seed writes ``UploadCompletionTime``: ``YYYY-MM-DDTHH:MM:SS``, UTC, no offset."""
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S")
 
 
 def new_card_id() -> str:

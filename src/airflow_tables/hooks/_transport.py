@@ -280,7 +280,7 @@ class AsyncTransport:
         exchange gets the connection's timeout."""
         try:
             return await asyncio.wait_for(self._exchange(req), self.settings.timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise deadline_error(self.settings, req) from None
 
     async def _exchange(self, req: Request) -> dict:

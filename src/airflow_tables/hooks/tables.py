@@ -15,7 +15,7 @@ import itertools
 import os
 import time
 from collections.abc import AsyncIterator, Callable, Collection, Iterable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from airflow.sdk import BaseHook
@@ -130,7 +130,7 @@ def named_after(table: TableSummary, file_name: str) -> bool:
 
 def now_in_service_time() -> str:
     """Now as the service writes ``UploadCompletionTime`` (``YYYY-MM-DDTHH:MM:SS``, UTC, no offset)."""
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S")
 
 
 def _before(completion_time: str | None, sent_at: str) -> bool | None:

@@ -31,7 +31,7 @@ service accepts last holds the table, and the record says so.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from airflow_tables.version_compat import AirflowFailException, AirflowSkipException
@@ -84,7 +84,7 @@ def _holder(task: DataTablesImportOperator, key: str) -> dict[str, Any] | None:
     if record is None:
         return None
     when = _date(record.get("logical_date")) if isinstance(record, dict) else None
-    if when is None or when > datetime.now(timezone.utc):
+    if when is None or when > datetime.now(UTC):
         task.log.warning(
             "The if_older record %r names no run that could hold the table (%r): it is ignored", PREFIX + key, record
         )

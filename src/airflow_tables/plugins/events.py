@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import unquote
 
@@ -38,7 +38,7 @@ CARD_ID_KEY = "card_id"
 WAITING_STATES = frozenset(
     {"running", "deferred", "up_for_retry", "up_for_reschedule", "queued", "scheduled", "restarting", ""}
 )
-EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 class Import(NamedTuple):
@@ -273,7 +273,7 @@ def credits_spent(
     from airflow.models.asset import AssetEvent, AssetModel
     from sqlalchemy import JSON, case, func, select, type_coerce
 
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
     days = [midnight - timedelta(days=back) for back in range(CREDIT_WINDOW.days)]
     # Read as JSON whatever the column's declared type (Airflow 3.1 declares a JSONField, 3.2+ sa.JSON).
@@ -291,8 +291,8 @@ def credits_spent(
     )
     per_day = [int(value or 0) for value in session.execute(query).one()]
     for each in unrecorded:
-        at = each.at if each.at.tzinfo else each.at.replace(tzinfo=timezone.utc)
-        back = (midnight - at.astimezone(timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0)).days
+        at = each.at if each.at.tzinfo else each.at.replace(tzinfo=UTC)
+        back = (midnight - at.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)).days
         if 0 <= back < len(per_day):
             per_day[back] += each.credits
     return Credits(
@@ -332,7 +332,7 @@ def interval_of(summary: str | None) -> float | None:
 
         if not croniter.is_valid(text):
             return None
-        times = croniter(text, datetime(2026, 1, 5, tzinfo=timezone.utc))
+        times = croniter(text, datetime(2026, 1, 5, tzinfo=UTC))
         fires = [times.get_next(float) for _ in range(8)]
     except (ImportError, ValueError, KeyError):
         return None

@@ -25,7 +25,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from airflow_tables.plugins.cache import BackgroundCache, SharedCache
@@ -214,7 +214,7 @@ class Monitor:
         )
 
         service = info.service or ""
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         with create_session() as session:
             last = last_imports(session, service, project_id)
             unrecorded = unrecorded_imports(session, by_card_id(cards).keys(), since=now - CREDIT_WINDOW)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, NamedTuple
 from urllib.parse import quote, urlencode
 
@@ -252,7 +252,7 @@ def _completed_at(summary: TableSummary) -> datetime | None:
         when = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
         return None
-    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
 
 
 def _duration(seconds: float) -> str:
@@ -298,7 +298,7 @@ def build_view(
     now: datetime | None = None,
 ) -> DepartmentView:
     """Tables read once, sorted for attention (by :attr:`TableStatus.rank`, newest first within each), and counted."""
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     schedules = schedules or {}
     summaries = [TableSummary.from_json(card) for card in cards]
     tables = []

@@ -193,7 +193,7 @@ class Subscription:
         """The next snapshot, or ``None`` when ``timeout`` seconds pass first."""
         try:
             snapshot = await asyncio.wait_for(self._poller.next_snapshot(self._seen), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return None
         self._seen = snapshot.version
         return snapshot

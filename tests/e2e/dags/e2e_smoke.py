@@ -6,7 +6,7 @@ the repo's ``dags/`` folder.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from airflow.providers.standard.triggers.temporal import DateTimeTrigger
 from airflow.sdk import DAG, BaseOperator, task
@@ -22,7 +22,7 @@ class WaitInTriggerer(BaseOperator):
         self.seconds = seconds
 
     def execute(self, context):
-        moment = datetime.now(timezone.utc) + timedelta(seconds=self.seconds)
+        moment = datetime.now(UTC) + timedelta(seconds=self.seconds)
         self.defer(trigger=DateTimeTrigger(moment=moment), method_name="resume")
 
     def resume(self, context, event=None):
