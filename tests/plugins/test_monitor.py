@@ -135,24 +135,33 @@ def test_the_task_view_finds_the_table_of_an_import_task(imported, connections):
 
 
 def test_credits_sum_the_credits_extra_of_the_last_seven_days(dags_module):
-    """Events of one department only; ``credits`` counted where present, 1 where absent."""
+    """Signed events of one department only; ``credits`` counted where present, 1 where absent."""
     from datetime import datetime, timedelta
 
     from airflow.models.asset import AssetEvent, AssetModel
     from airflow.utils.session import create_session
 
+    from airflow_tables._durable import signature
     from airflow_tables.assets import table_ref
     from airflow_tables.plugins.events import credits_spent
 
+    key = "dtk_credits_key"
+
+    def signed(extra: dict, with_key: str = key) -> dict:
+        return {**extra, "signature": signature(with_key, "upload records", [extra, "d", "t", "r"])}
+
     now = datetime(2026, 5, 20, 12, 0, tzinfo=UTC)
     events = [  # (department, hours before now, extra, from a task?)
-        ("PRJ-credits", 1, {"credits": 2}, True),
-        ("PRJ-credits", 2, {}, True),  # before imports recorded credits: one
-        ("PRJ-credits", 3, {"credits": 0}, True),  # skipped as unchanged: free
-        ("PRJ-credits", 30, {"credits": 1}, True),  # yesterday: the week only
-        ("PRJ-credits", 24 * 8, {"credits": 5}, True),  # older than 7 days
-        ("PRJ-credits", 1, {"credits": 7}, False),  # a watcher's event: not Airflow's import
-        ("PRJ-credits-other", 1, {"credits": 9}, True),  # another department with a longer name
+        ("PRJ-credits", 1, signed({"credits": 2}), True),
+        ("PRJ-credits", 2, signed({}), True),  # no credits extra: one
+        ("PRJ-credits", 3, signed({"credits": 0}), True),  # skipped as unchanged: free
+        ("PRJ-credits", 30, signed({"credits": 1}), True),  # yesterday: the week only
+        ("PRJ-credits", 24 * 8, signed({"credits": 5}), True),  # older than 7 days
+        ("PRJ-credits", 1, signed({"credits": 7}), False),  # a watcher's event: not Airflow's import
+        ("PRJ-credits-other", 1, signed({"credits": 9}), True),  # another department with a longer name
+        ("PRJ-credits", 1, {"credits": 11}, True),  # unsigned: any DAG can record it
+        ("PRJ-credits", 1, signed({"credits": 13}, "another key"), True),  # signed for another connection
+        ("PRJ-credits", 1, {**signed({"credits": 1}), "credits": 17}, True),  # signed, then changed
     ]
     with create_session() as session:
         for i, (project, hours, extra, by_task) in enumerate(events):
@@ -171,8 +180,38 @@ def test_credits_sum_the_credits_extra_of_the_last_seven_days(dags_module):
                 )
             )
     with create_session() as session:
-        credits = credits_spent(session, "credits.example", "PRJ-credits", now=now)
+        credits = credits_spent(session, "credits.example", "PRJ-credits", key, now=now)
     assert (credits.today, credits.last_7_days) == (3, 4)
+
+
+def test_another_dags_event_with_an_import_s_extras_is_neither_the_importer_nor_credits(
+    dags_module, connections, tmp_path
+):
+    """Issue 36 point 9: the page names and counts only the records the provider signed.
+
+    A DAG that records an event on a table's asset with the extras of the provider's own record
+    (the signature copied along, or the credits raised) leaves "imported by" and the credits as
+    the real import made them.
+    """
+    from tests.operators._runs import run, xcom
+    from tests.operators.test_recovery import asset_events
+
+    emulator = connections
+    dag_run = run(dags_module, "dt_import_poke", file_path=str(orders_csv(tmp_path, "signed.csv")))
+    card_id = xcom(dag_run, "import")
+    before = default_view(Monitor(30, ui_timeout=30), emulator)
+    assert before.find(card_id).last.dag_id == "dt_import_poke"
+    recorded = asset_events(emulator, card_id)[-1]
+    assert recorded["signature"]
+
+    run(dags_module, "dt_forge_upload_record", card_id=card_id, extra=recorded)  # an exact copy, signature and all
+    run(dags_module, "dt_forge_upload_record", card_id=card_id, extra={**recorded, "credits": 50})
+    assert [event.get("credits") for event in asset_events(emulator, card_id)[-2:]] == [recorded["credits"], 50]
+
+    after = default_view(Monitor(30, ui_timeout=30), emulator)
+    last = after.find(card_id).last
+    assert (last.dag_id, last.run_id) == ("dt_import_poke", dag_run.run_id), "a forger's event named as the importer"
+    assert after.credits.today == before.credits.today, "a forger's event counted as credits spent"
 
 
 # -- one connection cannot hold up another, nor make the page ask without bound (issue 36 point 13) ----------

@@ -2,9 +2,13 @@
 
 Every successful import or replace records an event on the table's asset
 (``datatables://<service>/<ProjectID>/<CardID>``, see :mod:`airflow_tables.assets`) with the
-DAG, task and run that did it, and flat extras (``credits`` and ``fingerprint`` among them).
-Events without a source task (a table refreshed outside Airflow, seen by a watcher) are not
-Airflow's doing and are left out.
+DAG, task and run that did it, and flat extras (``credits`` and ``fingerprint`` among them),
+signed with the connection's key (:func:`airflow_tables.utils.events.signed_record`). Only
+events whose signature verifies with the key of the connection the page lists the department
+through count: any DAG can record an event with the same extras on a table's asset, and the
+page must not credit it with an import nor count its credits. Events without a source task (a
+table refreshed outside Airflow, seen by a watcher) are not Airflow's doing and are left out.
+So are events recorded before records were signed (provider 0.2 and earlier).
 
 A task whose table was accepted but then read badly (or that failed or still waits) records
 no event; it did push its ``card_id`` XCom before waiting (the operators' ``_publish``), and
@@ -26,9 +30,10 @@ from urllib.parse import unquote
 
 from airflow_tables.assets import TableRef, parse_table_uri
 from airflow_tables.plugins.models import Credits, DayCredits
+from airflow_tables.utils.events import signed_record
 
 if TYPE_CHECKING:
-    from collections.abc import Collection, Iterable
+    from collections.abc import Collection, Iterable, Iterator
 
     from sqlalchemy.orm import Session
 
@@ -97,20 +102,18 @@ def recorded_import(
     )
 
 
-def last_imports(session: Session, service: str, project_id: str) -> dict[str, Import]:
-    """CardID -> the latest Airflow event on that table's asset (its task instance, credits, fingerprint)."""
+def _department_events(
+    session: Session, service: str, project_id: str, secret: str, since: datetime | None = None
+) -> Iterator[tuple[str, Import]]:
+    """``(CardID, Import)`` for each signed Airflow event on the department's tables, newest first.
+
+    The signature covers the whole of an event's extras, so they are read whole and checked
+    here (an HMAC per event: microseconds), not summed or picked by the database.
+    """
     from airflow.models.asset import AssetEvent, AssetModel
-    from sqlalchemy import JSON, func, select, type_coerce
+    from sqlalchemy import select
 
     prefix = department_prefix(service, project_id)
-    # The two extras the page shows, read by the database: no JSON decoded per row in Python.
-    extra = type_coerce(AssetEvent.extra, JSON)
-    latest = (
-        select(func.max(AssetEvent.id))
-        .join(AssetModel, AssetModel.id == AssetEvent.asset_id)
-        .where(AssetModel.uri.startswith(prefix, autoescape=True), AssetEvent.source_dag_id.is_not(None))
-        .group_by(AssetEvent.asset_id)
-    )
     query = (
         select(
             AssetModel.uri,
@@ -119,21 +122,45 @@ def last_imports(session: Session, service: str, project_id: str) -> dict[str, I
             AssetEvent.source_run_id,
             AssetEvent.source_map_index,
             AssetEvent.timestamp,
-            extra["credits"].as_integer(),
-            extra["fingerprint"].as_string(),
+            AssetEvent.extra,
         )
         .join(AssetModel, AssetModel.id == AssetEvent.asset_id)
-        .where(AssetEvent.id.in_(latest.scalar_subquery()))
+        .where(AssetModel.uri.startswith(prefix, autoescape=True), AssetEvent.source_dag_id.is_not(None))
+        .order_by(AssetEvent.id.desc())
     )
-    found: dict[str, Import] = {}
-    for uri, dag_id, task_id, run_id, map_index, timestamp, spent, fingerprint in session.execute(query):
+    if since is not None:
+        query = query.where(AssetEvent.timestamp >= since)
+    for uri, dag_id, task_id, run_id, map_index, timestamp, extra in session.execute(
+        query.execution_options(yield_per=1000)
+    ):
+        extras = _decoded(extra)
+        if not signed_record(secret, extras, dag_id, task_id, run_id):
+            continue
         # Every URI starts with the department's prefix (the query says so); the rest is the CardID.
         card_id = uri[len(prefix) :]
         if "%" in card_id:
             card_id = unquote(card_id)
-        extras = {"credits": spent, "fingerprint": fingerprint}
-        extras = {k: v for k, v in extras.items() if v is not None}
-        found[card_id] = recorded_import(card_id, dag_id, task_id, run_id, map_index, timestamp, extras)
+        yield card_id, recorded_import(card_id, dag_id, task_id, run_id, map_index, timestamp, extras)
+
+
+def _decoded(extra: object) -> object:
+    """An event's extras as a dict, whether the column gives them decoded or as JSON text (Airflow 3.1)."""
+    if isinstance(extra, str):
+        try:
+            return json.loads(extra)
+        except ValueError:
+            return None
+    return extra
+
+
+def last_imports(session: Session, service: str, project_id: str, secret: str) -> dict[str, Import]:
+    """CardID -> the latest signed Airflow event on that table's asset (its task instance, credits, fingerprint).
+
+    :param secret: the API key of the connection the department is listed through.
+    """
+    found: dict[str, Import] = {}
+    for card_id, each in _department_events(session, service, project_id, secret):
+        found.setdefault(card_id, each)  # newest first: the first signed one is the latest
     return found
 
 
@@ -213,8 +240,8 @@ def unrecorded_imports(
     return found
 
 
-def table_imports(session: Session, ref: TableRef, *, limit: int = 50) -> list[Import]:
-    """Every import of one table Airflow made (newest first): its recorded events and its unrecorded XComs."""
+def table_imports(session: Session, ref: TableRef, secret: str, *, limit: int = 50) -> list[Import]:
+    """Every import of one table Airflow made (newest first): its signed events and its unrecorded XComs."""
     from airflow.models.asset import AssetEvent, AssetModel
     from airflow.models.taskinstance import TaskInstance
     from sqlalchemy import select
@@ -242,9 +269,14 @@ def table_imports(session: Session, ref: TableRef, *, limit: int = 50) -> list[I
         )
         .where(AssetModel.uri == ref.uri, AssetEvent.source_dag_id.is_not(None))
         .order_by(AssetEvent.id.desc())
-        .limit(limit)
     )
-    found = [recorded_import(ref.card_id, *row) for row in session.execute(query)]
+    found = []
+    for dag_id, task_id, run_id, map_index, timestamp, extra, state in session.execute(query):
+        extras = _decoded(extra)
+        if signed_record(secret, extras, dag_id, task_id, run_id):
+            found.append(recorded_import(ref.card_id, dag_id, task_id, run_id, map_index, timestamp, extras, state))
+            if len(found) == limit:
+                break
     found += unrecorded_imports(session, None, since=EPOCH, card_id=ref.card_id)
     found.sort(key=lambda each: each.at, reverse=True)
     return found[:limit]
@@ -260,37 +292,22 @@ def credits_spent(
     session: Session,
     service: str,
     project_id: str,
+    secret: str,
     *,
     unrecorded: Iterable[Import] = (),
     now: datetime | None = None,
 ) -> Credits:
     """Credits that Airflow's imports spent in the department, per day (UTC) over the last 7 days.
 
-    The recorded imports are summed by the database (one row back, whatever the number of
-    events): an event's ``credits`` extra, or 1 for an event recorded before imports carried
-    one. The ``unrecorded`` imports (:func:`unrecorded_imports`) add theirs.
+    The recorded imports are the signed events of the window: each its ``credits`` extra. The
+    ``unrecorded`` imports (:func:`unrecorded_imports`) add theirs.
     """
-    from airflow.models.asset import AssetEvent, AssetModel
-    from sqlalchemy import JSON, case, func, select, type_coerce
-
     now = now or datetime.now(UTC)
     midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
     days = [midnight - timedelta(days=back) for back in range(CREDIT_WINDOW.days)]
-    # Read as JSON whatever the column's declared type (Airflow 3.1 declares a JSONField, 3.2+ sa.JSON).
-    spent = func.coalesce(type_coerce(AssetEvent.extra, JSON)["credits"].as_integer(), 1)
-    day = timedelta(days=1, microseconds=-1)
-    sums = [func.sum(case((AssetEvent.timestamp.between(start, start + day), spent), else_=0)) for start in days]
-    query = (
-        select(*sums)
-        .join(AssetModel, AssetModel.id == AssetEvent.asset_id)
-        .where(
-            AssetModel.uri.startswith(department_prefix(service, project_id), autoescape=True),
-            AssetEvent.source_dag_id.is_not(None),
-            AssetEvent.timestamp >= days[-1],
-        )
-    )
-    per_day = [int(value or 0) for value in session.execute(query).one()]
-    for each in unrecorded:
+    per_day = [0] * len(days)
+    recorded = [each for _, each in _department_events(session, service, project_id, secret, since=days[-1])]
+    for each in (*recorded, *unrecorded):
         at = each.at if each.at.tzinfo else each.at.replace(tzinfo=UTC)
         back = (midnight - at.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)).days
         if 0 <= back < len(per_day):

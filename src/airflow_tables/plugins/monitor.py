@@ -69,6 +69,16 @@ def ui_hook(conn_id: str, timeout: float) -> Any:
     return DataTablesHook(conn_id, timeout=timeout, max_retries=0)
 
 
+def record_secret(conn_id: str) -> str:
+    """The connection's API key: what the provider signs its upload records with, so the page can check them.
+
+    It stays in the api-server's process: the page shows what it verified, never the key.
+    """
+    from airflow_tables.hooks.tables import DataTablesHook
+
+    return DataTablesHook(conn_id).settings.api_key
+
+
 def list_cards(conn_id: str, project_id: str, timeout: float) -> list[dict[str, Any]]:
     """One list request through the hook (its timeout, its key scrubbing), without retries."""
     return ui_hook(conn_id, timeout).list_cards(project_id)
@@ -215,10 +225,11 @@ class Monitor:
 
         service = info.service or ""
         now = datetime.now(UTC)
+        secret = record_secret(info.conn_id)
         with create_session() as session:
-            last = last_imports(session, service, project_id)
+            last = last_imports(session, service, project_id, secret)
             unrecorded = unrecorded_imports(session, by_card_id(cards).keys(), since=now - CREDIT_WINDOW)
-            credits = credits_spent(session, service, project_id, unrecorded=unrecorded, now=now)
+            credits = credits_spent(session, service, project_id, secret, unrecorded=unrecorded, now=now)
             for each in unrecorded:
                 last[each.card_id] = latest(last.get(each.card_id), each)  # type: ignore[assignment]  # never None
             dags = schedules(session, {each.dag_id for each in last.values()})
@@ -276,7 +287,9 @@ class Monitor:
         )
         detail, detail_error = entry.value if entry is not None else (None, "the service has not answered yet")
         with create_session() as session:
-            imports = table_imports(session, TableRef(info.service or "", project_id, card_id))
+            imports = table_imports(
+                session, TableRef(info.service or "", project_id, card_id), record_secret(info.conn_id)
+            )
         listed = view.table(card_id)
         return TableDetailPage(
             conn_id=info.conn_id,

@@ -26,6 +26,7 @@ another DAG's event with a ``fingerprint`` extra cannot make a real refresh be s
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any
 
@@ -35,8 +36,6 @@ from airflow_tables.assets import ALIAS_NAME, asset_of
 from airflow_tables.version_compat import AIRFLOW_V_3_2_PLUS, AIRFLOW_V_3_3_PLUS
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-
     from airflow.sdk import Asset, Context
 
     from airflow_tables.assets import TableRef
@@ -139,12 +138,21 @@ def _signed(secret: str, extra: Mapping[str, Any], dag_id: str | None, task_id: 
 
 
 def _verified(secret: str, event: Any) -> bool:
+    return signed_record(secret, event.extra, event.source_dag_id, event.source_task_id, event.source_run_id)
+
+
+def signed_record(secret: str, extra: object, dag_id: str | None, task_id: str | None, run_id: str | None) -> bool:
+    """Whether an event's extras are an upload record this provider signed with ``secret`` for that task.
+
+    Any DAG can record an event with the same extras on a table's asset; only the provider,
+    holding the connection's key, signs them (:meth:`UploadRecord.to_extra`).
+    """
     from airflow_tables._durable import verifies
 
-    extra = event.extra or {}
+    if not isinstance(extra, Mapping):
+        return False
     unsigned = {k: v for k, v in extra.items() if k != SIGNATURE}
-    source = [event.source_dag_id, event.source_task_id, event.source_run_id]
-    return verifies(extra.get(SIGNATURE), secret, "upload records", [unsigned, *source])
+    return verifies(extra.get(SIGNATURE), secret, "upload records", [unsigned, dag_id, task_id, run_id])
 
 
 def _is_ours(event: Any) -> bool:
