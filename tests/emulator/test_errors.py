@@ -383,3 +383,49 @@ def test_a_non_ascii_file_name_names_the_table_with_its_characters(client, sent,
     card_id = client.import_ready(name=sent)
     assert client.get(card_id).json()["CardName"] == card_name
     client.delete(card_id)
+
+
+def _refused_at_once(emu, timeout: float) -> tuple[int, dict, bytes] | None:
+    """A new import's answer if it comes before a byte of its body is sent, else ``None`` (the probe is closed)."""
+    with _raw_import(emu, "Content-Length: 100000\r\n", timeout=timeout) as probe:
+        try:
+            return _answer(probe)
+        except TimeoutError:
+            return None  # the server is reading this body: it was not full yet
+
+
+def test_import_bodies_past_the_capacity_are_429_before_they_are_read(make_emulator):
+    """Issue 36 point 15: slow bodies cannot pile up without bound; one past the capacity is refused at once."""
+    emu, client = make_emulator(config={**make_test_config(), "capacity": {"open_uploads": 2}})
+    slow = [_raw_import(emu, "Content-Length: 100000\r\n") for _ in range(2)]
+    try:
+        for sock in slow:
+            sock.sendall(f"--{_BOUNDARY}\r\n".encode())  # a body begun, and left open
+        with client.costs_nothing():
+            deadline = time.monotonic() + 10
+            refused = None
+            while refused is None:  # until the server holds both slow bodies
+                assert time.monotonic() < deadline, "a third import body was still read with two open"
+                refused = _refused_at_once(emu, timeout=0.5)
+        status, body, head = refused
+        _assert_envelope(status, body, 429, "capacity.open_uploads", "no credit")
+        assert b"retry-after: 1" in head and b"connection: close" in head
+    finally:
+        for sock in slow:
+            sock.close()
+    deadline = time.monotonic() + 10
+    while (response := client.upload()).status_code == 429:  # until the server has seen both go
+        assert time.monotonic() < deadline, "the capacity was not given back when the slow bodies ended"
+    assert response.status_code == 200, response.text
+
+
+def test_the_capacity_must_be_a_whole_number_of_one_or_more(tmp_path):
+    from airflow_tables.emulator.config import ConfigError, EmulatorConfig, parse
+
+    for wrong in (0, -1, 1.5, True, "64"):
+        with pytest.raises(ConfigError, match="capacity.open_uploads"):
+            parse({**make_test_config(), "capacity": {"open_uploads": wrong}}, EmulatorConfig(tmp_path))
+    assert (
+        parse({**make_test_config(), "capacity": {"open_uploads": 3}}, EmulatorConfig(tmp_path)).capacity.open_uploads
+        == 3
+    )

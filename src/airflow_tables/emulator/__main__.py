@@ -51,6 +51,8 @@ Configuration (--config FILE, JSON, or TOML on Python 3.11+; default DATA_DIR/co
                  seconds the server waits: for a next request on an idle connection; for
                  a request's line and headers; for a whole import body (408); with no
                  byte of it (408).
+  capacity       {{"open_uploads": 64}}: import bodies received at once; one more is
+                 answered 429 with Retry-After before its body is read.
 
 Bounds (a development tool, served on a network only behind a TLS proxy; see
 "Security notes" in docs/emulator.md): a request's line and headers at most

@@ -11,8 +11,10 @@ so a refused import costs nothing.
 
 An import body is bounded in size and time, as a server on a network must be: at
 most the file limit plus :data:`~.multipart.BODY_ALLOWANCE` (413, at once when
-``Content-Length`` says so), and within the configured body timeouts (408). Both
-answers close the connection, since the rest of the body is not read.
+``Content-Length`` says so), and within the configured body timeouts (408). So is
+their number: past ``capacity.open_uploads`` bodies being received at once, an import
+is answered 429 with ``Retry-After`` before its body is read. These answers close the
+connection, since the rest of the body is not read.
 """
 
 from __future__ import annotations
@@ -104,6 +106,7 @@ class Api:
         self.store = store
         self.reader = reader
         self.imports_accepted = 0
+        self.open_uploads = 0  # import bodies being received now (one event loop: no lock)
 
     def routes(self) -> list[Route]:
         return [
@@ -161,7 +164,26 @@ class Api:
     # -- import ---------------------------------------------------------------------------
 
     async def import_data(self, request: Request) -> dict:
-        """Receive the whole body (so a refusal is a clean response; only one past its bounds is cut), then check."""
+        """Receive the whole body (so a refusal is a clean response; only one past its bounds is cut), then check.
+
+        At most ``capacity.open_uploads`` bodies are received at once; the next is refused first,
+        whoever sends it, before anything else is looked at.
+        """
+        capacity = self.config.capacity.open_uploads
+        if self.open_uploads >= capacity:
+            raise ApiError(
+                429,
+                f"the emulator is already receiving {capacity} import bodies (capacity.open_uploads); this one was "
+                "not read, nothing was kept and no credit was used. Send it again in a moment",
+                {**CLOSE, "Retry-After": "1"},
+            )
+        self.open_uploads += 1
+        try:
+            return await self._import(request)
+        finally:
+            self.open_uploads -= 1
+
+    async def _import(self, request: Request) -> dict:
         caller = self.config.api_keys.get(request.headers.get("x-api-key") or "")
         boundary = boundary_of(request.headers.get("content-type"))
         limits = self.config.limits

@@ -22,7 +22,8 @@ exists (Python 3.11+)::
          "card_id": "CRD-...", "rows": 1200, "columns": {"AccountId": "string", "Employees": "long"}}
       ],
       "limits": {"max_bytes": 536870912, "max_columns": 300},
-      "timeouts": {"keep_alive": 5, "request_headers": 10, "body": 600, "body_idle": 60}
+      "timeouts": {"keep_alive": 5, "request_headers": 10, "body": 600, "body_idle": 60},
+      "capacity": {"open_uploads": 64}
     }
 
 With no ``--config`` and no ``config.json`` in the data directory, a first run
@@ -109,6 +110,18 @@ class Timeouts:
     body_idle: float = 60.0
 
 
+@dataclass(frozen=True)
+class Capacity:
+    """How much the server takes on at once, so that many slow clients cannot pile up without bound.
+
+    ``open_uploads``: import bodies being received at the same time. One more is answered 429
+    with ``Retry-After`` before a byte of its body is read: nothing is kept and no credit spent.
+    64 is twice Airflow's default ``[core] parallelism``, so one Airflow's imports never meet it.
+    """
+
+    open_uploads: int = 64
+
+
 @dataclass
 class EmulatorConfig:
     """Everything the server needs; built by :func:`load` from the command line and the file."""
@@ -120,6 +133,7 @@ class EmulatorConfig:
     connectors: list[Connector] = field(default_factory=list)
     limits: rules.Limits = rules.SERVICE_LIMITS
     timeouts: Timeouts = Timeouts()
+    capacity: Capacity = Capacity()
     host: str = "127.0.0.1"
     port: int = 8765
     test_controls: bool = False
@@ -188,7 +202,8 @@ def _string_list(value: Any, where: str) -> frozenset[str]:
 
 def parse(data: dict, config: EmulatorConfig, source: str = "configuration") -> EmulatorConfig:
     """Fill ``config`` from a parsed file, checking every field; raises :class:`ConfigError`."""
-    _no_extra(data, {"organisations", "departments", "api_keys", "connectors", "limits", "timeouts"}, source)
+    sections = {"organisations", "departments", "api_keys", "connectors", "limits", "timeouts", "capacity"}
+    _no_extra(data, sections, source)
     for name, org in _expect(data.get("organisations", {}), dict, "organisations", "an object").items():
         where = f"organisations.{name}"
         _no_extra(_expect(org, dict, where, 'an object like {"credits": 100}'), {"credits"}, where)
@@ -220,6 +235,12 @@ def parse(data: dict, config: EmulatorConfig, source: str = "configuration") -> 
     except ValueError as err:
         raise ConfigError(f"limits.{err}") from None
     config.timeouts = _parse_timeouts(_expect(data.get("timeouts", {}), dict, "timeouts", "an object"), config.timeouts)
+    capacity = _expect(data.get("capacity", {}), dict, "capacity", "an object")
+    _no_extra(capacity, {"open_uploads"}, "capacity")
+    open_uploads = capacity.get("open_uploads", config.capacity.open_uploads)
+    if isinstance(open_uploads, bool) or not isinstance(open_uploads, int) or open_uploads < 1:
+        raise ConfigError(f"capacity.open_uploads must be a whole number of 1 or more, not {json.dumps(open_uploads)}")
+    config.capacity = Capacity(open_uploads=open_uploads)
     if not config.api_keys:
         raise ConfigError(f"{source}: no api_keys; nobody could call the service")
     return config
