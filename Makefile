@@ -18,8 +18,8 @@ bench: setup
 	@$(PY) benchmarks/run_all.py
 
 lint: setup
-	@.venv/bin/ruff check src tests dags benchmarks
-	@.venv/bin/ruff format --check src tests dags benchmarks
+	@.venv/bin/ruff check src tests dags benchmarks scripts
+	@.venv/bin/ruff format --check src tests dags benchmarks scripts
 	@.venv/bin/mypy
 
 # The sdist and the wheel in dist/, to install with pip as docs/install.md shows.

@@ -1,30 +1,66 @@
 #!/usr/bin/env bash
 # The test suite: the OS packages the end-to-end tests need (PostgreSQL, Chromium, Redis;
-# skipped in a blink when present), lint, then pytest on the locked Airflow (3.3), then the
-# unit and DAG-level tests on the older supported minors (scripts/matrix.py: 3.1, 3.2).
+# skipped in a blink when present), lint, then pytest on every Airflow and Python we claim.
 #
 #   scripts/test.sh               everything (what `make test` and CI run)
-#   scripts/test.sh tests/hooks   only pytest on 3.3, with these arguments
+#   scripts/test.sh tests/hooks   only pytest on .venv (Airflow 3.3, Python 3.11), with these arguments
+#
+# One machine of 2 cores runs it all in two phases, so that the whole stays within CI's time:
+#
+#   1. side by side, each into its log (artifacts/): the unit and DAG-level tests on .venv
+#      (Airflow 3.3, Python 3.11), and scripts/matrix.py's runs (Airflow 3.1 at the lowest
+#      declared versions on Python 3.11, 3.2 on 3.12, 3.4's pre-release on 3.13). A DAG-level
+#      test mostly waits (on the emulator, on dag.test()'s polls), so four runs fill two cores
+#      that one run leaves half idle.
+#   2. alone: the tests that measure time or drive real processes against deadlines, on .venv:
+#      the validator's and the emulator's (soak, timeouts) and the end-to-end runs (a real
+#      scheduler, triggerer, workers and Chromium), with the machine to themselves.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "$(id -u)" = 0 ] || [ -n "${CI:-}" ]; then
   scripts/system-deps.sh
 fi
-.venv/bin/ruff check src tests dags benchmarks
+.venv/bin/ruff check src tests dags benchmarks scripts
 .venv/bin/mypy   # the provider and the example DAGs, configured in pyproject.toml: zero errors
 if [ $# -gt 0 ]; then
   exec .venv/bin/python -m pytest "$@"
 fi
 
-# Both parts run whatever the other's outcome, so one report names every minor that failed.
+started=$SECONDS
+# The matrix's venvs first (PyPI, compiling): a Python the package declares that this machine
+# lacks fails here, naming it, before any test runs.
+.venv/bin/python scripts/matrix.py --setup-only
+
+# Phase 1. Every part runs whatever the others' outcome, so one report names every failure.
+ALONE=(tests/validation tests/emulator)
+mkdir -p artifacts
 main=0
-.venv/bin/python -m pytest || main=$?
 matrix=0
-.venv/bin/python scripts/matrix.py || matrix=$?
+# --durations: each run's slowest tests, in its log, for whoever trims the next minute.
+.venv/bin/python -m pytest -m "not e2e" "${ALONE[@]/#/--ignore=}" -p no:cacheprovider --durations=30 \
+  >artifacts/main.log 2>&1 &
+main_pid=$!
+.venv/bin/python scripts/matrix.py -- --durations=30 &
+matrix_pid=$!
+wait "$matrix_pid" || matrix=$?
+wait "$main_pid" || main=$?
+echo
+echo "===== the unit and DAG-level tests on Airflow 3.3 (artifacts/main.log) ====="
+cat artifacts/main.log
+echo "make test: phase 1 (side by side) took $((SECONDS - started)) s"
+
+# Phase 2.
+alone=0
+.venv/bin/python -m pytest "${ALONE[@]}" tests/e2e -p no:cacheprovider --durations=30 || alone=$?
+echo "make test: the whole run took $((SECONDS - started)) s"
+
 if [ "$main" != 0 ]; then
-  echo "make test: the main run on Airflow 3.3 FAILED (pytest exit $main); re-run: .venv/bin/python -m pytest" >&2
+  echo "make test: the unit and DAG-level tests on Airflow 3.3 FAILED (pytest exit $main); see artifacts/main.log" >&2
 fi
 if [ "$matrix" != 0 ]; then
-  echo "make test: the matrix FAILED on an older Airflow (see its summary above)" >&2
+  echo "make test: the matrix FAILED on another Airflow or Python (see its summary above)" >&2
 fi
-[ "$main" = 0 ] && [ "$matrix" = 0 ]
+if [ "$alone" != 0 ]; then
+  echo "make test: the validator's, the emulator's or the end-to-end tests on Airflow 3.3 FAILED (pytest exit $alone)" >&2
+fi
+[ "$main" = 0 ] && [ "$matrix" = 0 ] && [ "$alone" = 0 ]
