@@ -29,7 +29,7 @@ fi
 started=$SECONDS
 # The matrix's venvs first (PyPI, compiling): a Python the package declares that this machine
 # lacks fails here, naming it, before any test runs.
-.venv/bin/python scripts/matrix.py --setup-only
+scripts/matrix.py --setup-only   # as docs/install.md writes it
 
 # Phase 1. Every part runs whatever the others' outcome, so one report names every failure.
 ALONE=(tests/validation tests/emulator)
@@ -40,7 +40,7 @@ matrix=0
 .venv/bin/python -m pytest -m "not e2e" "${ALONE[@]/#/--ignore=}" -p no:cacheprovider --durations=30 \
   >artifacts/main.log 2>&1 &
 main_pid=$!
-.venv/bin/python scripts/matrix.py -- --durations=30 &
+scripts/matrix.py -- --durations=30 &
 matrix_pid=$!
 wait "$matrix_pid" || matrix=$?
 wait "$main_pid" || main=$?

@@ -79,6 +79,29 @@ def test_uv_build_makes_an_sdist_with_the_c_source_and_a_wheel_with_the_provider
     assert not any(n.startswith(("tests/", "scripts/", "dags/")) for n in names), "test or repo files in the wheel"
 
 
+def test_the_license_travels_with_the_sdist_and_the_wheel(dist):
+    """Apache-2.0 section 4(a): the licence's text goes with every copy; the metadata names it."""
+    import tarfile
+
+    text = (ROOT / "LICENSE").read_text()
+    assert "Apache License" in text and "Version 2.0, January 2004" in text
+    (sdist,) = dist.glob("airflow_tables-*.tar.gz")
+    (wheel,) = dist.glob("airflow_tables-*.whl")
+    with tarfile.open(sdist) as tar:
+        licence = next(m for m in tar.getmembers() if m.name.count("/") == 1 and m.name.endswith("/LICENSE"))
+        assert tar.extractfile(licence).read().decode() == text  # type: ignore[union-attr]
+    with zipfile.ZipFile(wheel) as zf:
+        names = zf.namelist()
+        (licence_name,) = [n for n in names if n.endswith(".dist-info/licenses/LICENSE")]
+        assert zf.read(licence_name).decode() == text
+        metadata = zf.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
+    assert "License-Expression: Apache-2.0" in metadata and "License-File: LICENSE" in metadata
+    assert "Requires-Python: >=3.11" in metadata
+    for classifier in ("3.11", "3.12", "3.13"):
+        assert f"Classifier: Programming Language :: Python :: {classifier}" in metadata
+    assert "Provides-Extra: dev" not in metadata, "the test tools are a dependency group, not a published extra"
+
+
 def test_the_installed_wheel_lists_the_provider_and_runs_a_dag(installed, tmp_path):
     bin_dir = installed / "bin"
     home = tmp_path / "airflow-home"
@@ -106,6 +129,23 @@ def test_the_installed_wheel_lists_the_provider_and_runs_a_dag(installed, tmp_pa
     from airflow_tables import __version__
 
     assert ours[0]["version"] == __version__
+
+    # What pip shows of the provider (its metadata's Project-URL lines) and what Airflow shows: the documentation.
+    probe = "import importlib.metadata as m; print('\\n'.join(m.metadata('airflow-tables').get_all('Project-URL')))"
+    urls = dict(
+        line.split(", ", 1)
+        for line in run([str(bin_dir / "python"), "-c", probe], env=env, cwd=tmp_path).split("\n")
+        if line
+    )
+    assert set(urls) >= {"Documentation", "Changelog", "Bug Tracker", "Source Code"}, urls
+    full = json.loads(
+        run(
+            [str(bin_dir / "airflow"), "providers", "get", "airflow-tables", "--full", "-o", "json"],
+            env=env,
+            cwd=tmp_path,
+        )
+    )
+    assert full[0]["documentation-url"] == urls["Documentation"], full[0].get("documentation-url")
 
     with EmulatorProcess(processing_delay=1.0) as emulator:
         connection = {"conn_type": "datatables", "host": emulator.base_url, "password": emulator.api_key}

@@ -20,7 +20,19 @@ def test_provider_info_and_entry_point_name_the_same_plugin_class():
 
 
 def test_airflow_loads_the_plugin_once_without_import_errors():
+    """With the provider installed editable, as make setup and scripts/matrix.py install it (issue 38).
+
+    setuptools used to write ``airflow_tables.egg-info`` into ``src/``, which the editable install
+    puts on ``sys.path``: Airflow found the distribution twice ("already registered").
+    """
+    from importlib.metadata import distributions
+    from pathlib import Path
+
     from airflow import plugins_manager
+
+    src = Path(__file__).resolve().parents[2] / "src"
+    assert not list(src.glob("*.egg-info")), "build metadata beside the package, on sys.path"
+    assert [d.metadata["Name"] for d in distributions()].count("airflow-tables") == 1
 
     if hasattr(plugins_manager, "_get_plugins"):  # Airflow 3.2+
         plugins, errors = plugins_manager._get_plugins()
