@@ -37,6 +37,20 @@ import pytest
 from tests._uv import uv_command
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def checkout_copy(directory: Path) -> Path:
+    """The checkout's tracked files, as they are on disk, copied into ``directory/airflow-tables``."""
+    copy = directory / "airflow-tables"
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    for name in filter(None, listed.decode().split("\0")):
+        source = ROOT / name
+        if source.is_file():
+            (copy / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, copy / name)
+    return copy
+
+
 PAGE = ROOT / "docs" / "install.md"
 CONSTRAINTS = "constraints/airflow-3.3.txt"
 FENCE = re.compile(r"^```(?P<lang>\w*)\s*$")
@@ -161,13 +175,7 @@ def test_make_dist_builds_the_files_the_page_installs(checkout):
 @pytest.fixture(scope="module")
 def checkout(tmp_path_factory) -> Path:
     """A fresh copy of the checkout (tracked files, as on disk) with ``dist/`` built by ``make dist``'s script."""
-    copy = tmp_path_factory.mktemp("install") / "airflow-tables"
-    listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
-    for name in filter(None, listed.decode().split("\0")):
-        source = ROOT / name
-        if source.is_file():
-            (copy / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, copy / name)
+    copy = checkout_copy(tmp_path_factory.mktemp("install"))
     build = subprocess.run(["scripts/dist.sh"], cwd=copy, capture_output=True, text=True, timeout=600)
     assert build.returncode == 0, build.stdout + build.stderr
     return copy

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
-from tests.docs.test_install import FENCE, PAGE, ROOT
+from tests.docs.test_install import FENCE, PAGE, ROOT, checkout_copy
 
 pytestmark = [pytest.mark.packaging, pytest.mark.timeout(900)]
 
@@ -58,18 +57,6 @@ def others() -> list[str]:
     return [c for c in page_lines() if not c.startswith("pip install") and not re.match(r"^[A-Z_]+=", c)]
 
 
-def checkout_copy(tmp_path: Path) -> Path:
-    """The checkout's tracked files, as on disk, in a directory of their own."""
-    copy = tmp_path / "airflow-tables"
-    listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
-    for name in filter(None, listed.decode().split("\0")):
-        source = ROOT / name
-        if source.is_file():
-            (copy / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, copy / name)
-    return copy
-
-
 def shell(text: str, cwd: Path, **env: str) -> subprocess.CompletedProcess:
     """Run ``text`` with bash as a user's shell in ``cwd`` would, this checkout's ``.venv`` first on PATH."""
     path = f"{ROOT / '.venv' / 'bin'}:{Path.home() / '.local' / 'bin'}:{os.environ['PATH']}"
@@ -93,7 +80,8 @@ def test_every_command_is_run_or_says_why_not():
 
 def test_make_test_runs_the_matrix_script_as_written():
     script = (ROOT / "scripts" / "test.sh").read_text()
-    assert re.search(r"^scripts/matrix\.py --setup-only(\s|$)", script, re.MULTILINE), "make test does not run it as written"
+    as_written = re.search(r"^scripts/matrix\.py --setup-only(\s|$)", script, re.MULTILINE)
+    assert as_written, "make test does not run scripts/matrix.py as docs/install.md writes it"
     assert re.search(r"^scripts/matrix\.py -- ", script, re.MULTILINE)
     for name in ("matrix.py", "constraints.py"):
         path = ROOT / "scripts" / name
