@@ -82,9 +82,11 @@ def _next_try(dags_module, dag_id: str, run_id: str, task_id: str, prepare):
     with create_session() as session:
         dag_run = session.scalar(select(DagRun).where(DagRun.dag_id == dag_id, DagRun.run_id == run_id))
         ti = dag_run.get_task_instance(task_id, session=session)
+        tried = ti.try_number
         prepare(ti, session)
         ti = dag_run.get_task_instance(task_id, session=session)
-        ti.try_number += 1  # what the scheduler does when it schedules the task again
+        if ti.try_number == tried:  # below Airflow 3.4 the scheduler counts the next try when it schedules it;
+            ti.try_number += 1  # 3.4's prepare_db_for_next_try counts it itself (a successor row)
         ti.state = TaskInstanceState.SCHEDULED
         session.commit()
         session.refresh(ti)
