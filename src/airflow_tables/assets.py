@@ -12,13 +12,19 @@ services (or regions) may both have a department ``sales`` with tables of their 
 Ids are percent-encoded as single path segments. :func:`table_asset` builds the asset a DAG
 schedules on; the operators record events on the same asset after every successful import.
 The scheme is registered in the provider info with :func:`sanitize_uri` as its normaliser.
+
+The extras of those events are an upload record (:class:`airflow_tables.utils.events.UploadRecord`)
+signed with the connection's key for the task that recorded it (:func:`record_signature`), since
+any DAG can record an event with any extras on a table's asset: ``skip_if_unchanged`` and the Data
+Tables page trust only a record that verifies (:func:`signed_record`).
 Standard library only at import time.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote, urlsplit
 
 if TYPE_CHECKING:
@@ -30,6 +36,8 @@ SCHEME = "datatables"
 #: The asset alias through which import and replace tasks record their table's event: the
 #: table (a new CardID, a templated id, the connection's service) is known only at run time.
 ALIAS_NAME = "datatables-tables"
+#: The extra of an upload record's event that holds its signature.
+SIGNATURE = "signature"
 
 
 @dataclass(frozen=True)
@@ -154,3 +162,27 @@ def _connection_host(conn_id: str) -> str:
     if not conn.host:
         raise ValueError(f"table_asset: connection {conn_id!r} has no host; pass service='https://your-service'")
     return conn.host if conn.port is None or ":" in conn.host.split("//")[-1] else f"{conn.host}:{conn.port}"
+
+
+def record_signature(
+    secret: str, extra: Mapping[str, Any], dag_id: str | None, task_id: str | None, run_id: str | None
+) -> str:
+    """The signature of an upload record's extras (all but the signature) for the task that records them."""
+    from airflow_tables._durable import signature
+
+    unsigned = {k: v for k, v in extra.items() if k != SIGNATURE}
+    return signature(secret, "upload records", [unsigned, dag_id, task_id, run_id])
+
+
+def signed_record(secret: str, extra: object, dag_id: str | None, task_id: str | None, run_id: str | None) -> bool:
+    """Whether an event's extras are an upload record this provider signed with ``secret`` for that task.
+
+    Any DAG can record an event with the same extras on a table's asset; only the provider,
+    holding the connection's key, signs them (:func:`record_signature`).
+    """
+    from airflow_tables._durable import verifies
+
+    if not isinstance(extra, Mapping):
+        return False
+    unsigned = {k: v for k, v in extra.items() if k != SIGNATURE}
+    return verifies(extra.get(SIGNATURE), secret, "upload records", [unsigned, dag_id, task_id, run_id])

@@ -88,8 +88,8 @@ def test_a_failed_read_is_attributed_to_its_task_and_its_credit_counted(failed_r
     from airflow.models.asset import AssetEvent
     from airflow.utils.session import create_session
 
+    from airflow_tables.assets import signed_record
     from airflow_tables.plugins.events import department_prefix
-    from airflow_tables.utils.events import signed_record
 
     midnight = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
     with create_session() as session:

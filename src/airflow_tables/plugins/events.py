@@ -3,7 +3,7 @@
 Every successful import or replace records an event on the table's asset
 (``datatables://<service>/<ProjectID>/<CardID>``, see :mod:`airflow_tables.assets`) with the
 DAG, task and run that did it, and flat extras (``credits`` and ``fingerprint`` among them),
-signed with the connection's key (:func:`airflow_tables.utils.events.signed_record`). Only
+signed with the connection's key (:func:`airflow_tables.assets.signed_record`). Only
 events whose signature verifies with the key of the connection the page lists the department
 through count: any DAG can record an event with the same extras on a table's asset, and the
 page must not credit it with an import nor count its credits. Events without a source task (a
@@ -28,9 +28,8 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import unquote
 
-from airflow_tables.assets import TableRef, parse_table_uri
+from airflow_tables.assets import TableRef, parse_table_uri, signed_record
 from airflow_tables.plugins.models import Credits, DayCredits
-from airflow_tables.utils.events import signed_record
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Iterable, Iterator

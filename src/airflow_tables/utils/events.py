@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import AssetAlias
 
-from airflow_tables.assets import ALIAS_NAME, asset_of
+from airflow_tables.assets import ALIAS_NAME, SIGNATURE, asset_of, record_signature, signed_record
 from airflow_tables.version_compat import AIRFLOW_V_3_2_PLUS, AIRFLOW_V_3_3_PLUS
 
 if TYPE_CHECKING:
@@ -99,7 +99,7 @@ class UploadRecord:
         if extra["partition_key"] is None:  # the extras of an upload without partitions stay as they were
             del extra["partition_key"]
         if secret is not None:
-            extra[SIGNATURE] = _signed(secret, extra, self.dag_id, self.task_id, self.run_id)
+            extra[SIGNATURE] = record_signature(secret, extra, self.dag_id, self.task_id, self.run_id)
         return extra
 
     @classmethod
@@ -126,33 +126,10 @@ class UploadRecord:
 
 
 _FROM_EVENT = frozenset({"dag_id", "task_id", "run_id"})
-#: The extra that holds a record's signature.
-SIGNATURE = "signature"
-
-
-def _signed(secret: str, extra: Mapping[str, Any], dag_id: str | None, task_id: str | None, run_id: str | None) -> str:
-    from airflow_tables._durable import signature
-
-    unsigned = {k: v for k, v in extra.items() if k != SIGNATURE}
-    return signature(secret, "upload records", [unsigned, dag_id, task_id, run_id])
 
 
 def _verified(secret: str, event: Any) -> bool:
     return signed_record(secret, event.extra, event.source_dag_id, event.source_task_id, event.source_run_id)
-
-
-def signed_record(secret: str, extra: object, dag_id: str | None, task_id: str | None, run_id: str | None) -> bool:
-    """Whether an event's extras are an upload record this provider signed with ``secret`` for that task.
-
-    Any DAG can record an event with the same extras on a table's asset; only the provider,
-    holding the connection's key, signs them (:meth:`UploadRecord.to_extra`).
-    """
-    from airflow_tables._durable import verifies
-
-    if not isinstance(extra, Mapping):
-        return False
-    unsigned = {k: v for k, v in extra.items() if k != SIGNATURE}
-    return verifies(extra.get(SIGNATURE), secret, "upload records", [unsigned, dag_id, task_id, run_id])
 
 
 def _is_ours(event: Any) -> bool:
