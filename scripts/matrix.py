@@ -75,8 +75,10 @@ DEFAULT = (LOWEST, "3.2", "3.4")
 PYTHONS = {LOWEST: PYTHON_FLOOR, "3.1": PYTHON_FLOOR, "3.2": "3.12", "3.4": "3.13"}
 #: Where the lowest venv's test tools take their versions from.
 TOOLS_FROM = "3.1"
-#: Test directories that never import Airflow: the same on every minor.
-AIRFLOW_FREE = ("tests/validation", "tests/emulator")
+#: Test directories whose outcome cannot depend on Airflow: the same on every minor. The
+#: validator's and the emulator's never import it; the distribution's read the built wheel's
+#: metadata (and each run would build it again).
+AIRFLOW_FREE = ("tests/validation", "tests/emulator", "tests/distribution")
 MARKERS = "not e2e and not packaging"
 #: Tests too heavy to repeat on every minor; they run once, on 3.3. The 200 imports under
 #: faults take minutes there and more than 25 minutes through Airflow 3.1's dag.test() on 2

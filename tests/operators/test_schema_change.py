@@ -310,13 +310,21 @@ class Responder(threading.Thread):
 
 def respond(dag_id: str, run_id: str, option: str, user: str = "reviewer") -> None:
     """What the api-server does for ``PATCH .../dagRuns/{run_id}/taskInstances/replace/-1/hitlDetails``."""
+    import inspect
+
     from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
     from airflow.api_fastapi.core_api.datamodels.hitl import UpdateHITLDetailPayload
     from airflow.api_fastapi.core_api.routes.public.hitl import update_hitl_detail
     from airflow.utils.session import create_session
 
+    served: dict = {}
+    if "dag_bag" in inspect.signature(update_hitl_detail).parameters:  # Airflow 3.4: the api-server's DAG bag
+        from airflow.api_fastapi.common.dagbag import create_dag_bag
+
+        served["dag_bag"] = create_dag_bag()
     with create_session() as session:
         update_hitl_detail(
+            **served,
             dag_id=dag_id,
             dag_run_id=run_id,
             task_id="replace",
