@@ -94,8 +94,9 @@ def _db_texts() -> tuple[list[str], list[str]]:
             f"{row.dag_id}.{row.task_id}.{row.key}={row.value!r}={XComModel.deserialize_value(row)!r}"
             for row in session.scalars(select(XComModel))
         ]
-        rendered = [
-            f"{row.dag_id}.{row.task_id}={json.dumps(row.rendered_fields)}{row.k8s_pod_yaml or ''}"
+        rendered = [  # keyed by DAG and task up to Airflow 3.3, by the task instance's id from 3.4
+            f"{getattr(row, 'dag_id', '')}.{getattr(row, 'task_id', getattr(row, 'task_instance_id', ''))}="
+            f"{json.dumps(row.rendered_fields)}{row.k8s_pod_yaml or ''}"
             for row in session.scalars(select(RenderedTaskInstanceFields))
         ]
     return xcoms, rendered

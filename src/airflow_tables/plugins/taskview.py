@@ -45,11 +45,11 @@ class TaskFacts:
 
 def task_facts(session: Session, dag_id: str, run_id: str, task_id: str, map_index: int) -> TaskFacts:
     """Read the task instance's ``card_id`` XCom, its rendered ``project_id`` and its latest table event."""
-    from airflow.models.renderedtifields import RenderedTaskInstanceFields
     from airflow.models.xcom import XComModel
     from sqlalchemy import select
 
     from airflow_tables.links import DataTablesTableLink
+    from airflow_tables.version_compat import rendered_fields_query
 
     link_key = DataTablesTableLink().xcom_key
     pushed = {
@@ -65,14 +65,7 @@ def task_facts(session: Session, dag_id: str, run_id: str, task_id: str, map_ind
         )
     }
     xcom = pushed.get(CARD_ID_KEY)
-    rendered = session.scalar(
-        select(RenderedTaskInstanceFields.rendered_fields).where(
-            RenderedTaskInstanceFields.dag_id == dag_id,
-            RenderedTaskInstanceFields.run_id == run_id,
-            RenderedTaskInstanceFields.task_id == task_id,
-            RenderedTaskInstanceFields.map_index == map_index,
-        )
-    )
+    rendered = session.scalar(rendered_fields_query(dag_id, run_id, task_id, map_index))
     project = _text(rendered.get("project_id")) if isinstance(rendered, dict) else None
     return TaskFacts(
         card_id=_text(xcom[0]) if xcom is not None else None,
