@@ -8,7 +8,7 @@
 # One machine of 2 cores runs it all in two phases, so that the whole stays within CI's time:
 #
 #   1. side by side, each into its log (artifacts/): the unit and DAG-level tests on .venv
-#      (Airflow 3.3, Python 3.11; in three runs), and scripts/matrix.py's runs (Airflow 3.1 at the lowest
+#      (Airflow 3.3, Python 3.11; in two runs), and scripts/matrix.py's runs (Airflow 3.1 at the lowest
 #      declared versions on Python 3.11, 3.2 on 3.12, 3.4's pre-release on 3.13). A DAG-level
 #      test mostly waits (on the emulator, on dag.test()'s polls), so four runs fill two cores
 #      that one run leaves half idle.
@@ -44,33 +44,26 @@ cat artifacts/matrix-setup.log
 echo "make test: lint and the matrix's set-up took $((SECONDS - started)) s"
 
 # Phase 1. Every part runs whatever the others' outcome, so one report names every failure. The
-# 3.3 run is cut in three, so that none is the one the others wait for: the DAG runs (dag.test() in
-# tests/operators, sensors, utils), the packaging (pip resolving and installing the provider as
-# docs/install.md writes it, the wheel, the example DAGs), and the rest.
+# 3.3 run is cut in two, the DAG runs (dag.test() in tests/operators, sensors, utils) and the rest,
+# so that neither is the one the others wait for.
 ALONE=(tests/validation tests/emulator)
 DAG_RUNS=(tests/operators tests/sensors tests/utils)
-PACKAGING=(tests/docs tests/packaged tests/distribution tests/dags)
-
-pids=()
+main=0
+rest=0
+matrix=0
 # --durations: each run's slowest tests, in its log, for whoever trims the next minute.
 .venv/bin/python -m pytest -m "not e2e" "${DAG_RUNS[@]}" -p no:cacheprovider --durations=30 \
   >artifacts/main-dag-runs.log 2>&1 &
-pids+=($!)
-.venv/bin/python -m pytest -m "not e2e" "${PACKAGING[@]}" -p no:cacheprovider --durations=30 \
-  >artifacts/main-packaging.log 2>&1 &
-pids+=($!)
+main_pid=$!
 .venv/bin/python -m pytest -m "not e2e" "${ALONE[@]/#/--ignore=}" "${DAG_RUNS[@]/#/--ignore=}" \
-  "${PACKAGING[@]/#/--ignore=}" -p no:cacheprovider --durations=30 >artifacts/main-rest.log 2>&1 &
-pids+=($!)
+  -p no:cacheprovider --durations=30 >artifacts/main-rest.log 2>&1 &
+rest_pid=$!
 scripts/matrix.py -- --durations=30 &
 matrix_pid=$!
-matrix=0
 wait "$matrix_pid" || matrix=$?
-main=0
-for pid in "${pids[@]}"; do
-  wait "$pid" || main=1
-done
-for part in main-dag-runs main-packaging main-rest; do
+wait "$main_pid" || main=$?
+wait "$rest_pid" || rest=$?
+for part in main-dag-runs main-rest; do
   echo
   echo "===== Airflow 3.3: $part (artifacts/$part.log) ====="
   cat "artifacts/$part.log"
@@ -82,8 +75,8 @@ alone=0
 .venv/bin/python -m pytest "${ALONE[@]}" tests/e2e -p no:cacheprovider --durations=30 || alone=$?
 echo "make test: the whole run took $((SECONDS - started)) s"
 
-if [ "$main" != 0 ]; then
-  echo "make test: the unit and DAG-level tests on Airflow 3.3 FAILED; see artifacts/main-*.log above" >&2
+if [ "$main" != 0 ] || [ "$rest" != 0 ]; then
+  echo "make test: the unit and DAG-level tests on Airflow 3.3 FAILED (pytest exits $main, $rest); see artifacts/main-*.log" >&2
 fi
 if [ "$matrix" != 0 ]; then
   echo "make test: the matrix FAILED on another Airflow or Python (see its summary above)" >&2
@@ -91,4 +84,4 @@ fi
 if [ "$alone" != 0 ]; then
   echo "make test: the validator's, the emulator's or the end-to-end tests on Airflow 3.3 FAILED (pytest exit $alone)" >&2
 fi
-[ "$main" = 0 ] && [ "$matrix" = 0 ] && [ "$alone" = 0 ]
+[ "$main" = 0 ] && [ "$rest" = 0 ] && [ "$matrix" = 0 ] && [ "$alone" = 0 ]
