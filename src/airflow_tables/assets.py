@@ -164,14 +164,18 @@ def _connection_host(conn_id: str) -> str:
     return conn.host if conn.port is None or ":" in conn.host.split("//")[-1] else f"{conn.host}:{conn.port}"
 
 
+def _record_message(extra: Mapping[str, Any], dag_id: str | None, task_id: str | None, run_id: str | None) -> list:
+    """What an upload record's signature covers: its extras but the signature, and the task that records them."""
+    return [{k: v for k, v in extra.items() if k != SIGNATURE}, dag_id, task_id, run_id]
+
+
 def record_signature(
     secret: str, extra: Mapping[str, Any], dag_id: str | None, task_id: str | None, run_id: str | None
 ) -> str:
-    """The signature of an upload record's extras (all but the signature) for the task that records them."""
+    """The signature of an upload record's extras for the task that records them."""
     from airflow_tables._durable import signature
 
-    unsigned = {k: v for k, v in extra.items() if k != SIGNATURE}
-    return signature(secret, "upload records", [unsigned, dag_id, task_id, run_id])
+    return signature(secret, "upload records", _record_message(extra, dag_id, task_id, run_id))
 
 
 def signed_record(secret: str, extra: object, dag_id: str | None, task_id: str | None, run_id: str | None) -> bool:
@@ -184,5 +188,4 @@ def signed_record(secret: str, extra: object, dag_id: str | None, task_id: str |
 
     if not isinstance(extra, Mapping):
         return False
-    unsigned = {k: v for k, v in extra.items() if k != SIGNATURE}
-    return verifies(extra.get(SIGNATURE), secret, "upload records", [unsigned, dag_id, task_id, run_id])
+    return verifies(extra.get(SIGNATURE), secret, "upload records", _record_message(extra, dag_id, task_id, run_id))
