@@ -84,8 +84,14 @@ def migrate() -> None:
         raise RuntimeError(f"airflow db migrate failed:\n{result.stderr[-2000:]}")
 
 
-def record_events(service: str, card_ids: list[str]) -> None:
-    """One import event per table on its asset, from one task of a benchmark DAG, as the operators record."""
+def _signed(extra: dict, key: str, run_id: str) -> dict:
+    from airflow_tables.assets import SIGNATURE, record_signature
+
+    return {**extra, SIGNATURE: record_signature(key, extra, DAG_ID, "import", run_id)}
+
+
+def record_events(service: str, card_ids: list[str], key: str) -> None:
+    """One import event per table on its asset, from one task of a benchmark DAG, signed as the operators sign it."""
     from airflow.models.asset import AssetEvent, AssetModel
     from airflow.utils.session import create_session
     from sqlalchemy import insert, select
@@ -108,7 +114,7 @@ def record_events(service: str, card_ids: list[str]) -> None:
             [
                 {
                     "asset_id": ids[ref.uri],
-                    "extra": {"card_id": ref.card_id, "credits": 1},
+                    "extra": _signed({"card_id": ref.card_id, "credits": 1}, key, f"manual__{i}"),
                     "source_dag_id": DAG_ID,
                     "source_task_id": "import",
                     "source_run_id": f"manual__{i}",
@@ -350,7 +356,7 @@ def main(argv: list[str] | None = None) -> int:
         from airflow_tables.plugins.monitor import Monitor
 
         card_ids = [card["CardID"] for card in emulator.list_cards(PROJECT)]
-        record_events(emulator.base_url, card_ids)
+        record_events(emulator.base_url, card_ids, emulator.api_key)
         page = f"/api/tables?conn_id=datatables_default&project_id={PROJECT}&limit=100"
         print(f"machine: {machine()}")
         print(f"{len(card_ids)} tables in {PROJECT}, one Airflow import event each; anchor: {args.anchor_rev}'s page")
