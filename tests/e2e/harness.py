@@ -511,6 +511,14 @@ class AirflowStack:
 # -- REST API -----------------------------------------------------------------------------
 
 
+def _log_line(entry: str | dict) -> str:
+    """One line of a task log as the API returns it: a plain line, or a structured event."""
+    if isinstance(entry, str):
+        return entry
+    fields = " ".join(f"{k}={v}" for k, v in entry.items() if k not in ("timestamp", "event", "level", "logger"))
+    return f"{entry.get('timestamp', '')} [{entry.get('level', '')}] {entry.get('event', '')} {fields}".rstrip()
+
+
 class AirflowApi:
     """A small client for ``/api/v2``; remembers every task-instance state it has seen per run.
 
@@ -621,8 +629,9 @@ class AirflowApi:
             f"/api/v2/dags/{quote(dag_id, safe='')}/dagRuns/{quote(run_id, safe='')}"
             f"/taskInstances/{quote(task_id, safe='')}/logs/{try_number}"
         )
-        resp = self.request("GET", path, params={"full_content": True}, headers={"Accept": "text/plain"})
-        return resp.text
+        # JSON is the one form every Airflow 3 answers (3.3 refuses text/plain with a 406).
+        content = self.get(path, params={"full_content": True})["content"]
+        return "\n".join(_log_line(entry) for entry in content)
 
     def run_report(self, dag_id: str, run_id: str, log_lines: int = 40) -> str:
         """Task states and the tail of every unsuccessful task's log: for assertion messages."""

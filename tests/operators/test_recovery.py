@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -160,6 +161,29 @@ def test_retry_after_a_lost_replace_answer_does_not_replace_again(dags_module, d
     assert next(c for c in emulator.list_cards() if c["CardID"] == card_id)["Rows"] == 7
 
 
+class release_after_the_next_look(threading.Thread):  # noqa: N801 - reads as what it does where it is started
+    """End the table's reading once the service has answered the next request to it (the retry's first look).
+
+    The first try is dead by then, so the next answer the service gives is the retry's look at
+    a table still being read: from then on the reading may end, and the retry sees it end.
+    """
+
+    def __init__(self, emulator, timeout: float = 240) -> None:
+        super().__init__(daemon=True)
+        self.emulator, self.timeout, self.released = emulator, timeout, False
+        self.seen = len(emulator.stats()["requests"])
+        self.start()
+
+    def run(self) -> None:
+        deadline = time.monotonic() + self.timeout
+        while time.monotonic() < deadline:
+            if any(entry["status"] is not None for entry in self.emulator.stats()["requests"][self.seen :]):
+                self.emulator.set_processing_delay(0.0)
+                self.released = True
+                return
+            time.sleep(0.1)
+
+
 @pytest.mark.parametrize("killed", ["after the import", "while waiting"])
 def test_resume_after_the_first_try_is_killed(dags_module, datatables_conn, stats, tmp_path, capfd, killed):
     """Kill -9 the process running the first try; the next try finds the table and returns its CardID.
@@ -170,8 +194,9 @@ def test_resume_after_the_first_try_is_killed(dags_module, datatables_conn, stat
     poll_until_complete returns, which once left the task without its XCom).
     """
     emulator = datatables_conn
-    # "while waiting": the table must still be read when the retry starts, also on a busy machine.
-    emulator.set_processing_delay(4.0 if killed == "after the import" else 20.0)
+    # "while waiting": the table is read until the retry has looked at it (see release_after_the_next_look),
+    # however long a busy machine takes to start either try.
+    emulator.set_processing_delay(4.0 if killed == "after the import" else 900.0)
     path = orders_csv(tmp_path)
     logical_date = datetime.now(UTC).replace(microsecond=0)
     script = (
@@ -192,7 +217,7 @@ def test_resume_after_the_first_try_is_killed(dags_module, datatables_conn, stat
             start_new_session=True,
         )
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 240  # a first try starts Airflow and parses every test DAG
         while not (
             imports_since(emulator, stats) >= 1
             if killed == "after the import"
@@ -207,7 +232,11 @@ def test_resume_after_the_first_try_is_killed(dags_module, datatables_conn, stat
         if first.poll() is None:
             os.killpg(first.pid, signal.SIGKILL)
 
+    releaser = release_after_the_next_look(emulator) if killed == "while waiting" else None
     dag_run = retry_task(dags_module, "dt_import_slow", f"manual__{logical_date.isoformat()}", "import")
+    if releaser is not None:
+        releaser.join(timeout=10)
+        assert releaser.released, "the retry never looked at the table"
     ti = dag_run.get_task_instance("import")
     assert str(ti.state) == "success" and ti.try_number == 2
     if killed == "while waiting":
