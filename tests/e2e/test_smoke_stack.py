@@ -31,6 +31,8 @@ def test_smoke_dag_runs_and_defers_to_the_triggerer(airflow_stack, airflow_api):
     assert "deferred" not in seen["hello"], report
     assert airflow_api.xcom(DAG_ID, run_id, "hello") == "hello from a worker"
     assert airflow_api.xcom(DAG_ID, run_id, "wait_in_triggerer") == "woke up"
+    # What run_report shows of a failed task: its log, as the API gives it.
+    assert "hello is written to the task's log" in airflow_api.task_log(DAG_ID, run_id, "hello")
     conf = airflow_api.dag_run(DAG_ID, run_id)["conf"]
     assert conf == {"from": "e2e"}
 

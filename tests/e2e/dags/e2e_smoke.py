@@ -33,6 +33,7 @@ with DAG(dag_id="e2e_smoke", schedule=None, start_date=datetime(2024, 1, 1), cat
 
     @task
     def hello() -> str:
+        print("hello is written to the task's log")
         return "hello from a worker"
 
     hello() >> WaitInTriggerer(task_id="wait_in_triggerer", seconds=WAIT_SECONDS)
