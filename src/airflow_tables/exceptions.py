@@ -165,3 +165,21 @@ class CsvValidationError(ValueError):
             f"{path} would be refused or misread by the Data Tables Service "
             f"({count} problem{'s' if count != 1 else ''}; nothing was uploaded):\n{lines}"
         )
+
+
+class CsvUnfinishedError(CsvValidationError):
+    """A CSV file that looks still being written: it ends in a cut record, and it changed moments ago.
+
+    Unlike the other validation failures, which the operators make final, this one is left
+    to Airflow's retries: the writer may finish the file before the next try.
+    """
+
+    def __init__(self, path: str, problem: CsvProblem, age: float) -> None:
+        super().__init__(path, [problem])
+        self.age = age
+        ValueError.__init__(
+            self,
+            f"{path} looks unfinished (nothing was uploaded): its last record is cut short ({problem}), and the "
+            f"file was modified {age:.0f} s before it was read, so it may still be being written. The task's "
+            "retries read it again; if the file is complete, that last row is short: correct it, then clear the task",
+        )

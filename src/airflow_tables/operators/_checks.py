@@ -3,12 +3,15 @@
 Everything here fails the task without retry (``AirflowFailException``) and costs nothing: a
 ``file_path`` that rendered wrong, a file that cannot be read or may not be read, a file the
 service would refuse or misread (``validate``), data that breaks the suite (``expectations``).
+One exception: a local file that looks still being written (its one problem a last record cut
+short, modified moments before it was read) is left to the task's retries (``CsvUnfinishedError``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -178,6 +181,7 @@ def _validate(task: DataTablesImportOperator, context: Context, source: Source) 
     from airflow_tables.validation import validate_source
 
     # The schema check's column types come from this same scan (one read of the file).
+    read_at = time.time()
     report = validate_source(source, column_types=needs_column_types(task))
     task.log.info("%s", report.summary())
     for warning in report.warnings:
@@ -185,6 +189,9 @@ def _validate(task: DataTablesImportOperator, context: Context, source: Source) 
     if task.validate and not report.ok:
         from airflow_tables.exceptions import CsvValidationError
 
+        unfinished = still_being_written(task.file_path, report, read_at)
+        if unfinished is not None:
+            raise unfinished
         raise AirflowFailException(str(CsvValidationError(report.path, report.errors)))
     if task.expectations is not None:
         from airflow_tables.expectations import ExpectationsError, check
@@ -198,6 +205,47 @@ def _validate(task: DataTablesImportOperator, context: Context, source: Source) 
         if not outcome.success:
             raise AirflowFailException(f"{task.file_path}: {outcome.failure_message()}")
     return report if task.validate else None
+
+
+#: How long before its reading a file with a cut last record may have changed and still count as being written.
+UNFINISHED_WITHIN = 60.0
+
+
+def still_being_written(file_path: Any, report: Any, read_at: float) -> Exception | None:
+    """The retryable error for a local file that looks unfinished; ``None`` for one that is simply malformed.
+
+    A writer that has not finished leaves a last record cut short (``CsvReport.cut_short``) in a
+    file modified moments ago: less than :data:`UNFINISHED_WITHIN` seconds before the reading
+    started, or during it. Such a file is retried, not failed for good: the next try may find
+    it whole. An object in storage is written whole (a PUT), so only local files are looked at.
+    """
+    from airflow_tables.exceptions import CsvUnfinishedError
+
+    problem = report.cut_short()
+    path = _local_path(file_path)
+    if problem is None or path is None:
+        return None
+    try:
+        age = read_at - os.stat(path).st_mtime
+    except OSError:
+        return None
+    if age > UNFINISHED_WITHIN:
+        return None
+    return CsvUnfinishedError(report.path, problem, max(age, 0.0))
+
+
+def _local_path(file_path: Any) -> str | None:
+    """The local path a ``file_path`` names (a path or a ``file://`` URI); ``None`` for an object in storage."""
+    from urllib.parse import unquote, urlsplit
+
+    from airflow_tables.sources.storage import is_storage_path, is_uri
+
+    if is_storage_path(file_path):
+        return None
+    if is_uri(file_path):
+        parts = urlsplit(file_path)
+        return unquote(parts.path) if parts.scheme == "file" else None
+    return os.fspath(file_path) if isinstance(file_path, (str, os.PathLike)) else None
 
 
 @contextlib.contextmanager

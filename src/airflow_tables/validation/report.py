@@ -45,6 +45,27 @@ class CsvReport(Findings):
         """False when the file could not be opened at all (missing, a directory, no permission)."""
         return self.stopped is None or self.stopped.code != rules.UNREADABLE.code
 
+    def cut_short(self) -> Problem | None:
+        """The file's problem when its only one is a last record cut short, as a file still being written ends.
+
+        That record (the header is record 1) has fewer fields than the header, or opens a
+        quote it never closes. The operators retry such a file when it changed moments ago
+        (``operators._checks``) instead of failing it for good; ``None`` for anything else.
+        """
+        last = self.rows + 1
+        if not self.errors or any(p.record != last for p in self.errors):
+            return None
+        for problem in self.errors:
+            facts = problem.facts or {}
+            one_short_row = (
+                problem.code == rules.RAGGED_ROWS.code
+                and facts.get("total") == 1
+                and facts.get("fields", self.column_count) < self.column_count
+            )
+            if not (one_short_row or problem.code == rules.UNTERMINATED_QUOTE.code):
+                return None
+        return self.errors[0]
+
     def raise_for_errors(self) -> None:
         """Raise :class:`CsvValidationError` listing every problem, if there is any."""
         if self.errors:

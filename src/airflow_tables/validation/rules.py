@@ -467,11 +467,12 @@ def ragged_rows_problem(total: int, listed: list[tuple[int, int, int]], columns:
         for record, line, fields in listed
     )
     more = total - len(listed)
-    first_record, first_line, _ = listed[0]
+    first_record, first_line, first_fields = listed[0]
     return RAGGED_ROWS.problem(
         line=first_line,
         record=first_record,
         total=total,
+        fields=first_fields,
         rows_do="rows do" if total != 1 else "row does",
         columns=columns,
         shown=shown,

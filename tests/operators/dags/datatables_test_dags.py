@@ -68,6 +68,19 @@ with _dag("dt_replace_retry"):
     )
 
 
+def _finish_writing(context) -> None:
+    """The writer finishes the file between the tries: what ``rest`` in the run's conf holds is appended."""
+    conf = context["dag_run"].conf
+    with open(conf["file_path"], "ab") as out:
+        out.write(conf["rest"].encode())
+
+
+# A file still being written (see test_unfinished): the writer finishes it before the retry.
+with _dag("dt_import_unfinished"):
+    DataTablesImportOperator(
+        task_id="import", file_path="{{ params.file_path }}", on_retry_callback=_finish_writing, timeout=60, **RETRY
+    )
+
 if issubclass(DataTablesImportOperator, DurableJobMixin):  # Airflow < 3.3: the import is the legacy one
     LegacyImportOperator = DataTablesImportOperator
 else:
