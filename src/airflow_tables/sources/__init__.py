@@ -66,6 +66,9 @@ __all__ = [
 
 #: Bytes copied at a time into a staged copy.
 COPY_BLOCK = 1024 * 1024
+#: How much of a converted source's stored bytes its staged copy keeps (``Source.stored_head``): the
+#: sample validation reads to see whether a declared encoding misreads a UTF-8 file.
+STORED_HEAD_BYTES = 64 * 1024
 #: Blocks of a file read ahead of its upload, on a thread of their own (the file's read and the send overlap).
 FILE_READ_AHEAD = 4
 #: Threads that count a local file's UTF-8 length in a single-byte code page (the upload waits for it).
@@ -97,6 +100,9 @@ class Source:
     read_while_copied: Any = None
     #: For an object: what its storage says changes with its content (:func:`identity`).
     version: str | None = None
+    #: For a staged copy converted from a declared encoding: its first :data:`STORED_HEAD_BYTES` as
+    #: stored, so that the declaration can be checked against the bytes it was wrong about.
+    stored_head: bytes | None = None
 
     @property
     def encoding(self) -> str | None:
@@ -308,6 +314,7 @@ def staged(
             decode_error=copier.converter.first_error if copier.converter and copier.complete else None,
             complete=copier.complete,
             read_while_copied=read if copier.complete else None,
+            stored_head=bytes(copier.head) if source.codec else None,
         )
 
 
@@ -326,6 +333,7 @@ class _Copier(io.RawIOBase):
         self.converter = converter
         self.max_bytes = max_bytes
         self.bytes_read = self.written = 0
+        self.head = bytearray()  # the first bytes as stored, kept when they are converted
         self.complete = True
         self.ended = False  # the source is read to its end, or the copy stopped at its limit
 
@@ -348,6 +356,8 @@ class _Copier(io.RawIOBase):
             self._copy(view[: self.raw.readinto(view)])
 
     def _copy(self, data: memoryview) -> None:
+        if self.converter is not None and len(self.head) < STORED_HEAD_BYTES:
+            self.head += data[: STORED_HEAD_BYTES - len(self.head)]
         self.bytes_read += len(data)
         converted = data if self.converter is None else self.converter.convert(data, final=not data)
         self.out.write(converted)

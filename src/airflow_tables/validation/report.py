@@ -270,7 +270,8 @@ def _undecodable(local: Source) -> Problem | None:
     return rules.undecodable_problem(found.line, found.encoding, found.offset, found.bad, order)
 
 
-#: How much of a file in a declared encoding is read again to see whether it is UTF-8 after all.
+#: How much of a file in a declared encoding is read again to see whether it is UTF-8 after all
+#: (as much as a staged copy keeps of the stored bytes: ``sources.STORED_HEAD_BYTES``).
 MISREAD_SAMPLE_BYTES = 64 * 1024
 _WIDE = ("utf-16", "utf-32")
 _NON_ASCII_WORD = re.compile(r'[^\s,;|"]{0,12}[^\x00-\x7f][^\s,;|"]{0,12}')
@@ -288,17 +289,22 @@ def _utf8_declared_otherwise(source: Source) -> list[Problem]:
     """Problems of a UTF-8 file declared in another encoding, from a bounded sample of its stored bytes.
 
     Only the first :data:`MISREAD_SAMPLE_BYTES` as stored are read (once more, apart from the
-    scan), and only when an encoding is declared, so a plain UTF-8 file pays nothing. When they
+    scan), and only when an encoding is declared, so a plain UTF-8 file pays nothing. A staged
+    copy, already converted, is judged by the stored bytes it kept (``stored_head``): what the
+    operators validate is such a copy, and its UTF-8 says nothing of the declaration. When they
     decode as UTF-8 and hold no NUL byte: declared UTF-16/32 is an error (converted, the file is
     nonsense); a declared single-byte code page (cp1252, latin-1...) is a ``mojibake`` warning
     when they hold anything but ASCII (``café`` would be imported as ``cafÃ©``), not an error:
     the file converts, and a real cp1252 text can look like this.
     """
-    codec = source.codec
+    codec = source.codec or source.converted_from
     if codec is None or not (codec.table is not None or codec.name.startswith(_WIDE)):
         return []
-    with source.open_stored() as raw:
-        sample = raw.read(MISREAD_SAMPLE_BYTES)
+    if source.codec is None:  # a converted copy
+        sample = (source.stored_head or b"")[:MISREAD_SAMPLE_BYTES]
+    else:
+        with source.open_stored() as raw:
+            sample = raw.read(MISREAD_SAMPLE_BYTES)
     try:
         text = codecs.getincrementaldecoder("utf-8")().decode(sample, final=False)  # the sample may cut a character
     except UnicodeDecodeError:
@@ -335,7 +341,10 @@ def _scanned(
     UTF-16 is one line of nonsense): the encoding is what is wrong, and the errors say so.
     """
     misread = misread or []
-    errors = [p for p in misread if p.code != "mojibake"] + ([undecodable] if undecodable else []) + scan.errors
+    # A UTF-8 file declared UTF-16/32: advice about the wide encoding's bytes (declare its byte order) is wrong.
+    utf8_declared_wide = any(p.code == rules.UTF8_DECLARED_WIDE.code for p in misread)
+    shown = [undecodable] if undecodable and not utf8_declared_wide else []
+    errors = [p for p in misread if p.code != "mojibake"] + shown + scan.errors
     warnings = scan.warnings + [p for p in misread if p.code == "mojibake"]
     if undecodable or any(p.code == "encoding" for p in misread):
         warnings = [w for w in warnings if w.code != "no-rows"]

@@ -167,6 +167,8 @@ for suffix in ("", "_other"):
 # A file in Windows-1252, converted to UTF-8 on upload (tests/sources/test_storage.py).
 with _dag("dt_import_cp1252"):
     DataTablesImportOperator(task_id="import", file_path="{{ params.file_path }}", encoding="cp1252", **FAST)
+with _dag("dt_import_utf16"):
+    DataTablesImportOperator(task_id="import", file_path="{{ params.file_path }}", encoding="utf-16", **RETRY)
 
 # Hardening (issue 24). Refusals that no retry can change: retries on, so a retry would show.
 with _dag("dt_import_once"):
