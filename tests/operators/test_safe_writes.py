@@ -242,8 +242,47 @@ def test_a_mapped_replace_warns_when_it_meets_the_same_table_twice(dags_module, 
     assert set(xcom_all(dag_run, "replace", key="card_id").values()) == {card_id}
     out = "".join(capfd.readouterr())
     # dag.test() runs the mapped tries in no fixed order: whichever ran second names the first.
-    warned = re.findall(rf"replaces {card_id}, which map index\(es\) (\d+) of this run replaced already", out)
+    # dag.test() runs the mapped tries in no fixed order: whichever ran second warns, once.
+    warned = re.findall(rf"replace\[(\d)\] replaces {card_id}, which 1 other map index\(es\) of this run", out)
     assert warned in (["0"], ["1"])
+
+
+def test_mapped_imports_that_would_name_two_tables_alike_send_one_and_refuse_the_other(
+    dags_module, datatables_conn, tmp_path, capfd
+):
+    """Issue 37, point 9: a table_name in partial(), or one base name in two folders, names tables alike."""
+    emulator = datatables_conn
+    emulator.reset_stats()
+    credits = emulator.credits()
+    for folder in ("d1", "d2"):
+        (tmp_path / folder).mkdir()
+        orders_csv(tmp_path / folder)  # d1/orders.csv and d2/orders.csv, the same shape
+
+    dag_run = run(dags_module, "dt_import_mapped_alike", file_path=str(tmp_path))
+
+    out = capfd.readouterr().out
+    for task_id, name in (("by_file_name", "orders.csv"), ("named_in_partial", "daily.csv")):
+        tis = sorted((ti for ti in dag_run.get_task_instances() if ti.task_id == task_id), key=lambda t: t.map_index)
+        states = sorted((str(ti.state), ti.try_number) for ti in tis)
+        assert states == [("failed", 1), ("success", 1)], (task_id, states)  # refused for good, before sending
+        (refused,) = (ti.map_index for ti in tis if str(ti.state) == "failed")
+        assert (
+            f"{task_id}[{refused}]: another map index of this run also imports a new table named after {name!r}" in out
+        )
+    posts = [r for r in emulator.stats()["requests"] if r["method"] == "POST"]
+    assert len(posts) == 2 and credits - emulator.credits() == 2  # one table each, not four
+
+
+def test_a_replace_given_a_table_name_says_the_table_keeps_its_name(dags_module, datatables_conn, tmp_path, capfd):
+    emulator = datatables_conn
+    card_id = _ready_table(emulator, tmp_path)
+    name = _table(emulator, card_id)["CardName"]
+
+    dag_run = run(dags_module, "dt_replace_named", card_id=card_id, file_path=str(orders_csv(tmp_path, rows=3)))
+
+    assert state(dag_run, "replace") == "success"
+    assert "table_name='renamed' is not used by a replacement: the table keeps its name" in capfd.readouterr().out
+    assert _table(emulator, card_id)["CardName"] == name
 
 
 def test_table_name_refuses_a_path_when_the_dag_is_parsed_or_run(datatables_conn, tmp_path):
@@ -306,12 +345,24 @@ def test_the_emulator_settings_refuse_nonsense(datatables_conn):
     datatables_conn.reset_settings()
 
 
-def test_a_table_name_that_renders_wrong_fails_without_a_request_or_a_retry(dags_module, datatables_conn, tmp_path):
+@pytest.mark.parametrize(
+    ("table_name", "says"),
+    [
+        ("d1/orders", "may not hold a slash"),
+        (None, "table_name rendered as 'None': its template found nothing"),  # issue 37, point 9
+        ("orders.csv", "ends in .csv: the table would be named 'orders.csv'"),
+        ('say "hi"', "may not hold a double quote: the file part's header carries it as %22"),
+    ],
+)
+def test_a_table_name_that_renders_wrong_fails_without_a_request_or_a_retry(
+    dags_module, datatables_conn, tmp_path, capfd, table_name, says
+):
     emulator = datatables_conn
     emulator.reset_stats()
     credits = emulator.credits()
-    dag_run = run(dags_module, "dt_import_named", file_path=str(orders_csv(tmp_path)), table_name="d1/orders")
+    dag_run = run(dags_module, "dt_import_named", file_path=str(orders_csv(tmp_path)), table_name=table_name)
     ti = _ti(dag_run, "import")
     assert str(ti.state) == "failed" and ti.try_number == 1
+    assert says in capfd.readouterr().out
     assert [r for r in emulator.stats()["requests"] if r["method"] == "POST"] == []
     assert emulator.credits() == credits

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from airflow.sdk import BaseHook
 
 from airflow_tables import metrics
-from airflow_tables.evidence import FileFacts, stored_names, unlike
+from airflow_tables.evidence import SUFFIX, FileFacts, stored_names, unlike
 from airflow_tables.exceptions import (
     DataTablesAuthenticationError,
     DataTablesBusyError,
@@ -85,14 +85,35 @@ HOOK_NOTE_PREFIX = "datatables_hook_import."
 
 
 def upload_name(file_name: str, table_name: str | None = None) -> str:
-    """The name of the file part: ``<table_name>.csv`` when a table name is given, else the file's base name."""
+    """The name of the file part: ``<table_name>.csv`` when a table name is given, else the file's base name.
+
+    A ``table_name`` that would name the table otherwise than it reads is refused, before
+    anything is sent: ``"None"`` (a template that rendered nothing), a name ending in ``.csv``
+    (the service takes one ``.csv`` off, so ``orders.csv`` would be the table's name), and a
+    ``"`` (the part's header carries it as ``%22``, which people would see).
+    """
     if table_name is None:
         return file_name
     if not isinstance(table_name, str) or not table_name.strip() or table_name != table_name.strip():
         raise ValueError(f"table_name {table_name!r} must be a name without surrounding blanks, or None")
     if any(c in table_name for c in "/\\\r\n"):
         raise ValueError(f"table_name {table_name!r} may not hold a slash, a backslash or a line break")
-    return f"{table_name}.csv"
+    if table_name == "None":
+        raise ValueError(
+            "table_name rendered as 'None': its template found nothing (a missing param or XCom); give a name, "
+            "or leave table_name out to name the table after the file"
+        )
+    if table_name.lower().endswith(SUFFIX):
+        raise ValueError(
+            f"table_name {table_name!r} ends in {SUFFIX}: the table would be named {table_name!r} (the service takes "
+            f"off only the {SUFFIX} the file part is sent with); give {table_name[: -len(SUFFIX)]!r}"
+        )
+    if '"' in table_name:
+        raise ValueError(
+            f"table_name {table_name!r} may not hold a double quote: the file part's header carries it as %22, "
+            "and the table would be named so"
+        )
+    return f"{table_name}{SUFFIX}"
 
 
 def stored_name(upload: str) -> str:

@@ -74,6 +74,13 @@ def check_arguments(task: DataTablesImportOperator) -> None:
     if problem is not None:
         raise AirflowFailException(f"{task.task_id}: {problem}; nothing was sent.")
     task.department  # noqa: B018 - an empty project_id fails here, before any request
+    if task.replaces and task.table_name is not None:
+        task.log.warning(
+            "%s: table_name=%r is not used by a replacement: the table keeps its name (the service's interface "
+            "does not rename a table whose data is replaced). Leave table_name out of replacements.",
+            task.task_id,
+            task.table_name,
+        )
 
 
 def file_path_problem(file_path: Any) -> str | None:
@@ -340,28 +347,60 @@ def failed_read(task: DataTablesImportOperator, project: str, card_id: str) -> N
     )
 
 
+def mapped_values(task: DataTablesImportOperator, context: Context, key: str) -> list[Any] | None:
+    """What every instance of this mapped task pushed under ``key`` in this run; ``None`` when it is not mapped.
+
+    One request for all map indexes (the SDK's ``XCom.get_all``), where naming the map
+    indexes costs one request each: a thousand mapped instances reading each other's XComs
+    one at a time made a million reads. A list of task ids makes the SDK answer a list
+    even when one value is there.
+    """
+    ti = context["ti"]
+    if ti.map_index is None or ti.map_index < 0:
+        return None
+    return list(ti.xcom_pull(task_ids=[task.task_id], key=key) or [])
+
+
 def warn_if_mapped_twice(task: DataTablesImportOperator, context: Context, card_id: str) -> None:
     """Warn when another task instance of this mapped task already replaced ``card_id`` in this run.
 
     Both pay a credit and the table keeps the last one's data. The other instances' ``card_id``
-    XComs (pushed once a replacement is sent) are what is compared, so an instance that has not
-    sent yet is not seen.
+    XComs (pushed once a replacement is sent; this try's own is not pushed yet) are what is
+    compared, so an instance that has not sent yet is not seen.
     """
-    ti = context["ti"]
-    if ti.map_index is None or ti.map_index < 0:
-        return
-    count = ti.get_ti_count(dag_id=ti.dag_id, task_ids=[task.task_id], run_ids=[ti.run_id])
-    others = [i for i in range(int(count or 0)) if i != ti.map_index]
-    if not others:
-        return
-    values = ti.xcom_pull(task_ids=task.task_id, key="card_id", map_indexes=others)
-    same = [i for i, value in zip(others, values or [], strict=False) if value == card_id]
+    same = (mapped_values(task, context, "card_id") or []).count(card_id)
     if same:
         task.log.warning(
-            "%s[%s] replaces %s, which map index(es) %s of this run replaced already: each replacement costs a "
-            "credit and the table keeps the last one's data. Map over distinct card_ids (or merge the files).",
+            "%s[%s] replaces %s, which %d other map index(es) of this run replaced already: each replacement costs "
+            "a credit and the table keeps the last one's data. Map over distinct card_ids (or merge the files).",
             task.task_id,
-            ti.map_index,
+            context["ti"].map_index,
             card_id,
-            ", ".join(map(str, same)),
+            same,
+        )
+
+
+#: The XCom each instance of a mapped import pushes before it sends: the department and the upload's name.
+UPLOAD_KEY = "upload"
+
+
+def refuse_if_mapped_alike(task: DataTablesImportOperator, context: Context, project: str, name: str) -> None:
+    """Fail, before sending, when another instance of this mapped import sends a new table of the same name there.
+
+    Two tables of one name from one run cannot be told apart, by people or by a retry whose
+    answer was lost: a ``table_name`` given in ``partial()`` names every table alike, and so do
+    files of one base name in several folders. Each instance records what it is about to send
+    (XCom ``upload``), then reads every instance's record in one request: of two that send alike,
+    the later one sees the earlier, whichever order they run in.
+    """
+    mine = {"project_id": project, "name": name}
+    if mapped_values(task, context, UPLOAD_KEY) is None:
+        return
+    ti = context["ti"]
+    ti.xcom_push(key=UPLOAD_KEY, value=mine)
+    if (mapped_values(task, context, UPLOAD_KEY) or []).count(mine) > 1:
+        raise AirflowFailException(
+            f"{task.task_id}[{ti.map_index}]: another map index of this run also imports a new table named after "
+            f"{name!r} into department {project}; tables of one name cannot be told apart. Give each its own "
+            "table_name (map it with the files, not in partial()), or name the files apart; nothing was sent."
         )

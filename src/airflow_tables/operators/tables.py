@@ -29,6 +29,7 @@ from airflow_tables.operators._checks import (
     failed_read,
     opened_source,
     refusals_are_final,
+    refuse_if_mapped_alike,
     warn_if_mapped_twice,
 )
 from airflow_tables.operators._recovery import (
@@ -349,6 +350,7 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
             if self.replaces:
                 return self._replace(context, project, store, source, checked, series)
             name = upload_name(source.name, self.table_name)
+            refuse_if_mapped_alike(self, context, project, name)
             before = tuple(self.hook.tables_named_after(project, name))
             note = SentImport(
                 project,

@@ -312,6 +312,29 @@ with _dag("dt_replace_mapped_twice"):
         task_id="replace", file_path="{{ params.file_path }}", poll_interval=0.2, timeout=60
     ).expand(card_id=_same_table_twice())
 
+# Mapped imports that would name two tables alike (issue 37, point 9): every CSV under params.file_path.
+with _dag("dt_import_mapped_alike"):
+    from airflow.sdk import task as _task
+
+    @_task
+    def _csvs_under(params: dict | None = None) -> list[str]:
+        return sorted(str(p) for p in Path(params["file_path"]).rglob("*.csv"))
+
+    _files = _csvs_under()
+    DataTablesImportOperator.partial(task_id="by_file_name", timeout=60, **RETRY).expand(file_path=_files)
+    DataTablesImportOperator.partial(task_id="named_in_partial", table_name="daily", timeout=60, **RETRY).expand(
+        file_path=_files
+    )
+
+with _dag("dt_replace_named"):
+    DataTablesReplaceOperator(
+        task_id="replace",
+        card_id="{{ params.card_id }}",
+        file_path="{{ params.file_path }}",
+        table_name="renamed",
+        **FAST,
+    )
+
 # The hook in a @task with retries: a lost answer must not import twice.
 with _dag("dt_hook_task"):
     from airflow.sdk import task as _task
