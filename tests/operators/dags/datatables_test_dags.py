@@ -326,14 +326,9 @@ with _dag("dt_import_mapped_alike"):
         file_path=_files
     )
 
+_FROM_PARAMS = {"card_id": "{{ params.card_id }}", "file_path": "{{ params.file_path }}"}
 with _dag("dt_replace_named"):
-    DataTablesReplaceOperator(
-        task_id="replace",
-        card_id="{{ params.card_id }}",
-        file_path="{{ params.file_path }}",
-        table_name="renamed",
-        **FAST,
-    )
+    DataTablesReplaceOperator(task_id="replace", table_name="renamed", **_FROM_PARAMS, **FAST)
 
 # The hook in a @task with retries: a lost answer must not import twice.
 with _dag("dt_hook_task"):
