@@ -239,6 +239,14 @@ class Look:
 
     @property
     def message(self) -> str:
+        """What the look saw; a table idle since a read before the awaited instant is not "being read"."""
+        after = self.watch.replaced_after
+        if (
+            self.status is TableStatus.BEING_READ
+            and after is not None
+            and TableStatus.from_summary(self.summary) is not TableStatus.BEING_READ
+        ):
+            return f"table {self.watch.card_id} has not finished a read after {after} yet"
         return self.status.describe(self.watch.card_id)
 
 

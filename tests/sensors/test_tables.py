@@ -147,6 +147,50 @@ def test_completed_after_passes_over_an_earlier_read_and_takes_the_next(dags_mod
     assert datetime.fromisoformat(summary["UploadCompletionTime"]).replace(tzinfo=UTC) > interval_end
 
 
+def test_completed_after_that_reads_the_clock_holds_the_instant_the_wait_began(
+    dags_module, datatables_conn, tmp_path, capfd
+):
+    """Issue 37, point 5: each resume rendered ``utcnow()`` again, so the read just seen was "before" it."""
+    (dag,) = [d for d in dags_in(install(AFTER_DAGS)) if d.dag_id == "dt_sensor_since_now"]
+    card_id = imported(datatables_conn, tmp_path)
+    # Replaced once the sensor has looked a few times (deferred), a second after its instant at the latest.
+    replacer = _replace_once_watched(datatables_conn, card_id, tmp_path, datetime.now(UTC) + timedelta(seconds=1))
+    dag_run = dag.test(run_conf={"card_id": card_id})
+    replacer.join(30)
+    out = capfd.readouterr().out
+    assert state(dag_run, "wait") == "success", out[-3000:]
+    assert xcom(dag_run, "wait")["Rows"] == 7  # the replacement's read, the one after the instant
+    # While the table was idle, the trigger said what it waited for, not that the table was being read.
+    assert f"table {card_id} has not finished a read after" in out
+    assert f"table {card_id} is still being read; next look" not in out.split("has not finished a read after")[0]
+
+
+def test_a_wait_deferred_again_keeps_the_deadline_it_began_with(datatables_conn, tmp_path):
+    """Issue 37, point 5: each re-deferral had a fresh ``timeout`` (a 20 s timeout ran 72 s)."""
+    datatables_conn.set_processing_delay(0.5)
+    card_id = imported(datatables_conn, tmp_path)  # being read now, done well before the instant
+    after = (datetime.now(UTC) + timedelta(seconds=5)).isoformat()
+    sensor = DataTablesProcessedSensor(
+        task_id="wait", card_id=card_id, deferrable=True, poke_interval=0.1, timeout=30, completed_after=after
+    )
+    with pytest.raises(TaskDeferred) as first:
+        sensor.execute({})
+    event = asyncio.run(_first_event(first.value.trigger))
+    # Resumed as the task runner resumes it: the event beside the kwargs the deferral gave.
+    with pytest.raises(TaskDeferred) as again:
+        sensor.resume_execution(first.value.method_name, {**(first.value.kwargs or {}), "event": event.payload}, {})
+    assert again.value.trigger.deadline == first.value.trigger.deadline
+    assert again.value.kwargs == first.value.kwargs
+    assert again.value.trigger.replaced_after == first.value.trigger.replaced_after
+
+
+def test_a_deadline_with_an_instant_says_no_read_finished_after_it(datatables_conn, tmp_path):
+    card_id = imported(datatables_conn, tmp_path)
+    after = (_read_at(datatables_conn, card_id) + timedelta(seconds=1)).isoformat()
+    with pytest.raises(Exception, match=rf"no read of table {card_id} finished after .* by the deadline"):
+        run_sensor(card_id, True, completed_after=after, timeout=1)
+
+
 @pytest.mark.parametrize("deferrable", [False, True], ids=["poke", "deferrable"])
 def test_completed_after_a_read_that_already_happened_does_not_return_it(datatables_conn, tmp_path, deferrable):
     card_id = imported(datatables_conn, tmp_path)

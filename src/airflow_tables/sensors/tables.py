@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
 
@@ -32,6 +32,9 @@ class DataTablesProcessedSensor(DataTablesTaskMixin, BaseSensorOperator):
         read does not count as today's. A naive value is UTC, as the service's times are read.
         The service's times have whole seconds: a read shown in the instant's own second counts
         only when it was seen in progress (deferrable mode). ``None``: any finished read.
+        In deferrable mode the instant rendered when the wait began holds until it ends, as does
+        its deadline (``timeout``): a template that reads the clock (``{{ macros.datetime.utcnow() }}``)
+        is not rendered anew on each resume.
     """
 
     template_fields: Sequence[str] = ("project_id", "card_id", "completed_after")
@@ -80,13 +83,22 @@ class DataTablesProcessedSensor(DataTablesTaskMixin, BaseSensorOperator):
         result = self.poke(context)  # a table already read never defers
         if result.is_done:
             return result.xcom_value
+        self._defer(self._watch(), deadline=None)
+
+    def _defer(self, watch: TableWatch, deadline: float | None) -> NoReturn:
+        """Hand the wait to the trigger; the instant and the deadline go with it, to hold across resumes.
+
+        ``deadline``: the end an earlier deferral of this wait was given (``None`` when it begins).
+        """
         waiting.defer(
             self,
             conn_id=self.datatables_conn_id,
             project_id=self.department,
-            watch=self._watch(),
+            watch=watch,
             poll_interval=float(self.poke_interval),
             timeout=self.timeout,
+            deadline=deadline,
+            resume_kwargs={"after": watch.replaced_after},
         )
 
     def _watch(self) -> TableWatch:
@@ -122,17 +134,24 @@ class DataTablesProcessedSensor(DataTablesTaskMixin, BaseSensorOperator):
                 raise
             raise AirflowSkipException(f"{self.task_id}: {err}; skipped ({flag} is set)") from err
 
-    def execute_complete(self, context: Context, event: dict[str, Any]) -> dict:
-        """Resume after the trigger: the summary, or fail closed."""
+    def execute_complete(
+        self, context: Context, event: dict[str, Any], after: str | None = None, deadline: float | None = None
+    ) -> dict:
+        """Resume after the trigger: the summary, or fail closed.
+
+        ``after`` and ``deadline`` are what the wait began with (a wait deferred by an earlier
+        release has neither: then the instant is rendered again, and the ``timeout`` starts again).
+        """
         with self._skipped_when_soft():
             summary = waiting.resolve_event(event, card_id=self.card_id)
         table = waiting.table_of(summary)
-        after = self._watch().replaced_after
+        watch = self._watch() if after is None and deadline is None else TableWatch(self.card_id, replaced_after=after)
+        after = watch.replaced_after
         if after is not None and table is not None and table.completion_time and table.completion_time < after:
             # Seen in progress before a future ``completed_after`` and ended before it: wait on.
             self.log.info(
                 "Table %s finished a read at %s, before %s: waiting on", self.card_id, table.completion_time, after
             )
-            return self.execute(context)
+            self._defer(watch, deadline)
         self.log.info("Table %s is ready: %s rows", self.card_id, table.rows if table else None)
         return summary

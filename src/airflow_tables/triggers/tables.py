@@ -109,7 +109,7 @@ class DataTablesProcessedTrigger(BaseTrigger):
                 left = None if self.deadline is None else self.deadline - time.time()
                 snapshot = None if left is not None and left <= 0 else await subscription.next(timeout=left)
                 if snapshot is None:
-                    yield self._event(TIMEOUT, message=f"table {self.card_id} was still being read at the deadline")
+                    yield self._event(TIMEOUT, message=_timed_out(table))
                     return
                 error = snapshot.error_for(self.card_id)
                 if error is not None:
@@ -124,6 +124,13 @@ class DataTablesProcessedTrigger(BaseTrigger):
                     return
                 table = look.watch  # a replacement seen being read: its next "processed" is the new file's
                 self.log.info("%s; next look in %g s", look.message, self.poll_interval)
+
+
+def _timed_out(table: TableWatch) -> str:
+    """Why the wait ended at its deadline: a read still going, or none finished after the awaited instant."""
+    if table.replaced_after is not None:
+        return f"no read of table {table.card_id} finished after {table.replaced_after} by the deadline"
+    return f"table {table.card_id} was still being read at the deadline"
 
 
 class DataTablesTableRefreshedTrigger(BaseEventTrigger):

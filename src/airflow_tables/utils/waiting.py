@@ -40,7 +40,14 @@ class _Deferrable(Protocol):
     @property
     def log(self) -> Any: ...
 
-    def defer(self, *, trigger: Any, method_name: str, timeout: timedelta | None = None) -> NoReturn: ...
+    def defer(
+        self,
+        *,
+        trigger: Any,
+        method_name: str,
+        kwargs: dict[str, Any] | None = None,
+        timeout: timedelta | None = None,
+    ) -> NoReturn: ...
 
 
 def defer(
@@ -51,15 +58,24 @@ def defer(
     watch: TableWatch,
     poll_interval: float,
     timeout: float | timedelta | None,
+    deadline: float | None = None,
+    resume_kwargs: dict[str, Any] | None = None,
 ) -> NoReturn:
     """Defer ``task``'s wait for the table to the trigger, bounded even when no triggerer runs.
 
     The wait ends at the first of the wait's ``timeout`` and the task's ``execution_timeout``
-    (which Airflow does not apply to a deferred task by itself). Both the trigger's deadline
-    (a clean ``timeout`` event, also under ``dag.test()``) and ``defer(timeout=)`` (enforced
-    by the scheduler, when no triggerer picks the trigger up) are set to it.
+    (which Airflow does not apply to a deferred task by itself), and no later than ``deadline``
+    (a Unix time) when the wait already began before: a wait deferred again keeps the end it
+    was given, rather than a fresh ``timeout``. Both the trigger's deadline (a clean ``timeout``
+    event, also under ``dag.test()``) and ``defer(timeout=)`` (enforced by the scheduler, when
+    no triggerer picks the trigger up) are set to it. ``resume_kwargs`` reach ``execute_complete``,
+    with the wait's ``deadline`` added, to be given back here when the task defers again.
     """
-    limit, why = _wait_limit(timeout, task.execution_timeout)
+    if deadline is None:
+        limit, why = _wait_limit(timeout, task.execution_timeout)
+        deadline = None if limit is None else time.time() + limit
+    else:
+        limit, why = max(deadline - time.time(), 0.0), "the end this wait was given when it began"
     if limit is None:
         task.log.info("Waiting for table %s in the triggerer with no deadline (%s)", watch.card_id, why)
     else:
@@ -70,10 +86,11 @@ def defer(
             card_id=watch.card_id,
             datatables_conn_id=conn_id,
             poll_interval=poll_interval,
-            deadline=None if limit is None else time.time() + limit,
+            deadline=deadline,
             replaced_after=watch.replaced_after,
         ),
         method_name="execute_complete",
+        kwargs=None if resume_kwargs is None else {**resume_kwargs, "deadline": deadline},
         timeout=None if limit is None else timedelta(seconds=limit),
     )
 

@@ -24,3 +24,14 @@ def _dag(mode: str) -> DAG:
 
 poke_dag = _dag("poke")
 deferrable_dag = _dag("deferrable")
+
+# An instant that reads the clock (issue 37, point 5): rendered anew on each resume, it never held still.
+with DAG("dt_sensor_since_now", schedule=None, start_date=datetime(2026, 1, 1), catchup=False) as since_now_dag:
+    DataTablesProcessedSensor(
+        task_id="wait",
+        card_id="{{ params.card_id }}",
+        completed_after="{{ macros.datetime.utcnow() }}",
+        deferrable=True,
+        poke_interval=0.2,
+        timeout=20,
+    )
