@@ -165,25 +165,6 @@ def test_completed_after_that_reads_the_clock_holds_the_instant_the_wait_began(
     assert f"table {card_id} is still being read; next look" not in out.split("has not finished a read after")[0]
 
 
-def test_a_wait_deferred_again_keeps_the_deadline_it_began_with(datatables_conn, tmp_path):
-    """Issue 37, point 5: each re-deferral had a fresh ``timeout`` (a 20 s timeout ran 72 s)."""
-    datatables_conn.set_processing_delay(0.5)
-    card_id = imported(datatables_conn, tmp_path)  # being read now, done well before the instant
-    after = (datetime.now(UTC) + timedelta(seconds=5)).isoformat()
-    sensor = DataTablesProcessedSensor(
-        task_id="wait", card_id=card_id, deferrable=True, poke_interval=0.1, timeout=30, completed_after=after
-    )
-    with pytest.raises(TaskDeferred) as first:
-        sensor.execute({})
-    event = asyncio.run(_first_event(first.value.trigger))
-    # Resumed as the task runner resumes it: the event beside the kwargs the deferral gave.
-    with pytest.raises(TaskDeferred) as again:
-        sensor.resume_execution(first.value.method_name, {**(first.value.kwargs or {}), "event": event.payload}, {})
-    assert again.value.trigger.deadline == first.value.trigger.deadline
-    assert again.value.kwargs == first.value.kwargs
-    assert again.value.trigger.replaced_after == first.value.trigger.replaced_after
-
-
 def test_a_deadline_with_an_instant_says_no_read_finished_after_it(datatables_conn, tmp_path):
     card_id = imported(datatables_conn, tmp_path)
     after = (_read_at(datatables_conn, card_id) + timedelta(seconds=1)).isoformat()
@@ -221,7 +202,16 @@ def test_a_read_seen_in_progress_that_ends_before_a_future_completed_after_is_wa
     )
     with pytest.raises(TaskDeferred) as deferred:
         sensor.execute({})
-    event = asyncio.run(_first_event(deferred.value.trigger))
+    first = deferred.value
+    event = asyncio.run(_first_event(first.trigger))
     assert event.payload["status"] == "ready"  # the trigger saw the read in progress, then done
-    with pytest.raises(TaskDeferred):  # ...but it ended before the instant: the sensor waits on
-        sensor.resume_execution(deferred.value.method_name, {"event": event.payload}, {})
+    # ...but it ended before the instant: the sensor waits on. Resumed as the task runner resumes
+    # it (the event beside the deferral's kwargs), it keeps the deadline it began with (issue 37,
+    # point 5: each re-deferral had a fresh timeout), and the instant.
+    with pytest.raises(TaskDeferred) as deferred:
+        sensor.resume_execution(first.method_name, {**(first.kwargs or {}), "event": event.payload}, {})
+    again = deferred.value
+    assert (again.trigger.deadline, again.kwargs) == (first.trigger.deadline, first.kwargs)
+    assert again.trigger.replaced_after == first.trigger.replaced_after
+    with pytest.raises(TaskDeferred):  # a wait deferred by the previous release: no kwargs, waits on too
+        sensor.resume_execution(first.method_name, {"event": event.payload}, {})

@@ -9,29 +9,20 @@ from airflow.sdk import DAG
 from airflow_tables.sensors.tables import DataTablesProcessedSensor
 
 
-def _dag(mode: str) -> DAG:
-    with DAG(f"dt_sensor_after_{mode}", schedule=None, start_date=datetime(2026, 1, 1), catchup=False) as dag:
+def _dag(dag_id: str, completed_after: str, *, deferrable: bool) -> DAG:
+    with DAG(dag_id, schedule=None, start_date=datetime(2026, 1, 1), catchup=False) as dag:
         DataTablesProcessedSensor(
             task_id="wait",
             card_id="{{ params.card_id }}",
-            completed_after="{{ data_interval_end }}",
-            deferrable=mode == "deferrable",
+            completed_after=completed_after,
+            deferrable=deferrable,
             poke_interval=0.2,
             timeout=30,
         )
     return dag
 
 
-poke_dag = _dag("poke")
-deferrable_dag = _dag("deferrable")
-
+poke_dag = _dag("dt_sensor_after_poke", "{{ data_interval_end }}", deferrable=False)
+deferrable_dag = _dag("dt_sensor_after_deferrable", "{{ data_interval_end }}", deferrable=True)
 # An instant that reads the clock (issue 37, point 5): rendered anew on each resume, it never held still.
-with DAG("dt_sensor_since_now", schedule=None, start_date=datetime(2026, 1, 1), catchup=False) as since_now_dag:
-    DataTablesProcessedSensor(
-        task_id="wait",
-        card_id="{{ params.card_id }}",
-        completed_after="{{ macros.datetime.utcnow() }}",
-        deferrable=True,
-        poke_interval=0.2,
-        timeout=20,
-    )
+since_now_dag = _dag("dt_sensor_since_now", "{{ macros.datetime.utcnow() }}", deferrable=True)
