@@ -29,7 +29,7 @@ with the ready table's columns (one fetch of the table, which costs no credit).
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -82,8 +82,15 @@ class Difference:
     change: str
     was: str | None = None
     now: str | None = None
+    #: A retyped column that has no value in this file: the rule types it ``string`` for want of values.
+    empty: bool = False
 
     def __str__(self) -> str:
+        if self.change == "retyped" and self.empty:
+            return (
+                f"{self.column}: {self.was} -> {self.now} (the column is empty in this file, and a column with no "
+                "value is read as string)"
+            )
         if self.change == "retyped":
             return f"{self.column}: {self.was} -> {self.now}"
         if self.change == "renamed":
@@ -190,10 +197,13 @@ def check_schema(
     if not detail.columns:
         task.log.info("Table %s has no columns on record (not read yet?): nothing to compare", card_id)
         return
-    names, types = _file_schema(source, report)
+    names, types, empty = _file_schema(source, report)
     if types is None:
         task.log.warning("%s: the columns' types are unknown, so only their names are compared", task.file_path)
-    differences = compare(detail.columns, names, types)
+    differences = [
+        replace(d, empty=True) if d.change == "retyped" and d.column in empty else d
+        for d in compare(detail.columns, names, types)
+    ]
     refused = refused_by(policy, differences)
     accepted = [str(d) for d in differences if d not in refused]
     if accepted:
@@ -214,8 +224,8 @@ def check_schema(
     )
 
 
-def _file_schema(source: Source, report: CsvReport | None) -> tuple[list[str], list[str] | None]:
-    """The file's columns as the service will name them, and their types, from the validation scan.
+def _file_schema(source: Source, report: CsvReport | None) -> tuple[list[str], list[str] | None, set[str]]:
+    """The file's columns as the service will name them, their types, and those empty, from the validation scan.
 
     The task's own scan gives them when it typed the columns (:func:`needs_column_types`);
     otherwise (``validate=False``) the file is scanned here, once, for them.
@@ -224,7 +234,7 @@ def _file_schema(source: Source, report: CsvReport | None) -> tuple[list[str], l
         from airflow_tables.validation import validate_source
 
         report = validate_source(source, column_types=True)
-    return list(report.columns), report.column_types
+    return list(report.columns), report.column_types, set(report.empty_columns or ())
 
 
 def _fingerprint(source: Source) -> str | None:

@@ -51,6 +51,9 @@ class Findings:
     #: Each named column's ``DataType`` by the service's rule (:mod:`.types`: ``"long"`` or ``"string"``),
     #: from the same pass over the file; None when not asked for, or when an error stopped the reading.
     column_types: list[str] | None = None
+    #: The named columns with no value in any row (blank throughout, so ``string`` by the rule); set with
+    #: ``column_types``: a schema check says so rather than "long -> string" alone.
+    empty_columns: list[str] | None = None
 
     def __post_init__(self) -> None:
         if self.column_count < 0:
@@ -249,6 +252,7 @@ def _scan(
         scan.warnings.append(rules.NO_ROWS.problem())
     if data.types is not None and scan.stopped is None:
         scan.column_types = [types.type_of(state) for state in data.types[: len(scan.columns)]]
+        scan.empty_columns = [n for n, state in zip(scan.columns, data.types, strict=False) if state == types.UNSEEN]
     return scan
 
 
