@@ -323,6 +323,7 @@ def test_a_bad_read_fails_without_retry_saying_why(
     assert str(ti.state) == "failed" and ti.try_number == 1
     out = "".join(capfd.readouterr())
     assert error in out and says in out
+    assert "failed (no response)" not in out  # what a look showed, not a request that got no answer
     assert imports_since(emulator, stats) == 1 and stats["credits"] - emulator.credits() == 1
 
 

@@ -328,7 +328,7 @@ def check_read(task: DataTablesImportOperator, job: Any, table: Any) -> bool:
         task.log.warning("%s; on_read_mismatch='warn', so the task goes on", message)
         return False
     raise _final(DataTablesReadMismatchError)(
-        None, f"{message}; not retried. Check the table, then clear the task to send the file again"
+        None, f"{message}; not retried. Check the table, then clear the task to send the file again", seen=True
     )
 
 
