@@ -68,11 +68,23 @@ def test_a_gone_table_is_named_with_its_department_and_the_sync_path_logs_it(dat
     )
 
 
-def test_a_completed_after_that_is_no_date_time_names_the_parameter(datatables_conn, tmp_path):
+def test_a_completed_after_that_is_no_date_time_is_named_not_raised(datatables_conn, tmp_path):
+    """docs/deadlines.md: the notifier never fails the callback (issue 37, point 10: it raised here)."""
     card_id = imported(datatables_conn, tmp_path)
-    datatables_conn.wait_until_processed(datatables_conn.project_id, card_id)
-    with pytest.raises(ValueError, match="completed_after='soon' is not a date-time"):
-        said(card_id, completed_after="soon")
+    last = datatables_conn.wait_until_processed(datatables_conn.project_id, card_id)["UploadCompletionTime"]
+    assert said(card_id, completed_after="soon").endswith(
+        f"table {card_id} (t) was last read at {last} UTC; freshness was not judged: completed_after='soon' is "
+        "not a date-time; give a datetime or ISO 8601 text (e.g. '{{ dag_run.data_interval_end }}')."
+    )
+
+
+@pytest.mark.parametrize("field", ["card_id", "completed_after"])
+def test_an_argument_that_cannot_render_is_named_not_raised(datatables_conn, field):
+    arguments = {"card_id": GONE, field: "{{ dag_run.no_such_key.deeper }}"}
+    message = said(**arguments)
+    assert message.startswith("DAG orders_daily run scheduled__2026-11-26 missed its deadline")
+    assert "the notifier's arguments could not be rendered (UndefinedError: " in message
+    assert message.endswith("; look at it in the service.")
 
 
 def test_airflow_lists_the_notifier_among_the_providers_notifications():

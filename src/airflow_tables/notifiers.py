@@ -54,11 +54,23 @@ class DataTablesFreshnessNotifier(BaseNotifier):
         self.project_id = project_id
         self.completed_after = completed_after
         self.datatables_conn_id = datatables_conn_id
+        #: Why the arguments could not be rendered (Airflow renders them before it calls): said, not raised.
+        self.unrendered: str | None = None
+
+    def render_template_fields(self, context: Context, jinja_env: Any = None) -> None:
+        """Render the arguments; one that cannot be rendered is named in the message, never failing the callback."""
+        try:
+            super().render_template_fields(context, jinja_env)
+        except Exception as err:  # a notifier says what it could not learn; it never fails the callback
+            self.unrendered = f"{type(err).__name__}: {err}"
 
     def notify(self, context: Context) -> None:
         """Look at the table (blocking) and send the message."""
         from airflow_tables.hooks.tables import DataTablesHook
 
+        if self.unrendered is not None:
+            self.send(self.message(context, {}), context)
+            return
         hook = DataTablesHook(datatables_conn_id=self.datatables_conn_id)
         try:
             detail: Mapping[str, Any] | Exception = hook.get_card(self.project_id, self.card_id)
@@ -70,6 +82,10 @@ class DataTablesFreshnessNotifier(BaseNotifier):
         """Look at the table without blocking the event loop, send the message and return it."""
         from airflow_tables.hooks.tables import DataTablesHook
 
+        if self.unrendered is not None:
+            message = self.message(context, {})
+            self.send(message, context)
+            return message
         hook = DataTablesHook(datatables_conn_id=self.datatables_conn_id)
         try:
             detail: Mapping[str, Any] | Exception = await hook.a_get_card(self.project_id, self.card_id)
@@ -87,6 +103,9 @@ class DataTablesFreshnessNotifier(BaseNotifier):
         """The sentence for the table as fetched (its detail, or the error the fetch raised)."""
         where = f"department {self.project_id}" if self.project_id else "the connection's department"
         head = f"{_late(context)}: table {self.card_id}"
+        if self.unrendered is not None:
+            why = f"the notifier's arguments could not be rendered ({self.unrendered})"
+            return f"{head}: {why}; look at it in the service."
         if isinstance(detail, DataTablesNotFoundError):
             return f"{head} is not (or no longer) in {where}."
         if isinstance(detail, Exception):
@@ -105,7 +124,10 @@ class DataTablesFreshnessNotifier(BaseNotifier):
             why = f': "{table.description}"' if table.description else " (it gave no explanation)"
             at = f" at {last} UTC" if last else ""
             return f"{named}: the service could not read its file{at}{why}."
-        after = self._after()
+        try:
+            after = self._after()
+        except ValueError as err:
+            return f"{named} was last read at {last or 'an unknown time'} UTC; freshness was not judged: {err}."
         if after is not None and (last is None or not last > after):
             return f"{named} is stale: not read since {last or 'an unknown time'} UTC, which is not after {after} UTC."
         return f"{named} was read at {last} UTC ({table.rows} rows): the table is fresh; the run is late elsewhere."
@@ -117,7 +139,7 @@ class DataTablesFreshnessNotifier(BaseNotifier):
             return service_time(self.completed_after)
         except (TypeError, ValueError):
             raise ValueError(
-                f"DataTablesFreshnessNotifier: completed_after={self.completed_after!r} is not a date-time; "
+                f"completed_after={self.completed_after!r} is not a date-time; "
                 "give a datetime or ISO 8601 text (e.g. '{{ dag_run.data_interval_end }}')"
             ) from None
 
