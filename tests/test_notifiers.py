@@ -84,7 +84,7 @@ def test_an_argument_that_cannot_render_is_named_not_raised(datatables_conn, fie
     message = said(**arguments)
     assert message.startswith("DAG orders_daily run scheduled__2026-11-26 missed its deadline")
     assert "the notifier's arguments could not be rendered (UndefinedError: " in message
-    assert message.endswith("; look at it in the service.")
+    assert message.endswith("; look at it.")
 
 
 def test_airflow_lists_the_notifier_among_the_providers_notifications():

@@ -104,8 +104,7 @@ class DataTablesFreshnessNotifier(BaseNotifier):
         where = f"department {self.project_id}" if self.project_id else "the connection's department"
         head = f"{_late(context)}: table {self.card_id}"
         if self.unrendered is not None:
-            why = f"the notifier's arguments could not be rendered ({self.unrendered})"
-            return f"{head}: {why}; look at it in the service."
+            return f"{head}: the notifier's arguments could not be rendered ({self.unrendered}); look at it."
         if isinstance(detail, DataTablesNotFoundError):
             return f"{head} is not (or no longer) in {where}."
         if isinstance(detail, Exception):
