@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import csv
+import threading
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -116,3 +118,26 @@ def import_table(emulator, path: Path) -> str:
 
 def imports_since(emulator, before: dict) -> int:
     return emulator.stats()["imports_accepted"] - before["imports_accepted"]
+
+
+class release_after_the_next_look(threading.Thread):  # noqa: N801 - reads as what it does where it is started
+    """End the table's reading once the service has answered the next request to it (the retry's first look).
+
+    The first try is dead by then, so the next answer the service gives is the retry's look at
+    a table still being read: from then on the reading may end, and the retry sees it end.
+    """
+
+    def __init__(self, emulator, timeout: float = 240) -> None:
+        super().__init__(daemon=True)
+        self.emulator, self.timeout, self.released = emulator, timeout, False
+        self.seen = len(emulator.stats()["requests"])
+        self.start()
+
+    def run(self) -> None:
+        deadline = time.monotonic() + self.timeout
+        while time.monotonic() < deadline:
+            if any(entry["status"] is not None for entry in self.emulator.stats()["requests"][self.seen :]):
+                self.emulator.set_processing_delay(0.0)
+                self.released = True
+                return
+            time.sleep(0.1)

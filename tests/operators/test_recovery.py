@@ -9,13 +9,22 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from tests.operators._runs import import_table, imports_since, orders_csv, retry_task, run, state, xcom
+from tests.operators._runs import (
+    clear_and_run,
+    import_table,
+    imports_since,
+    orders_csv,
+    release_after_the_next_look,
+    retry_task,
+    run,
+    state,
+    xcom,
+)
 
 from airflow_tables.operators._recovery import Job, SentImport, stored_job
 from airflow_tables.version_compat import AirflowFailException
@@ -159,29 +168,6 @@ def test_retry_after_a_lost_replace_answer_does_not_replace_again(dags_module, d
     assert str(ti.state) == "success" and ti.try_number == 2
     assert imports_since(emulator, stats) == 2  # the table's own import and one replacement
     assert next(c for c in emulator.list_cards() if c["CardID"] == card_id)["Rows"] == 7
-
-
-class release_after_the_next_look(threading.Thread):  # noqa: N801 - reads as what it does where it is started
-    """End the table's reading once the service has answered the next request to it (the retry's first look).
-
-    The first try is dead by then, so the next answer the service gives is the retry's look at
-    a table still being read: from then on the reading may end, and the retry sees it end.
-    """
-
-    def __init__(self, emulator, timeout: float = 240) -> None:
-        super().__init__(daemon=True)
-        self.emulator, self.timeout, self.released = emulator, timeout, False
-        self.seen = len(emulator.stats()["requests"])
-        self.start()
-
-    def run(self) -> None:
-        deadline = time.monotonic() + self.timeout
-        while time.monotonic() < deadline:
-            if any(entry["status"] is not None for entry in self.emulator.stats()["requests"][self.seen :]):
-                self.emulator.set_processing_delay(0.0)
-                self.released = True
-                return
-            time.sleep(0.1)
 
 
 @pytest.mark.parametrize("killed", ["after the import", "while waiting"])
@@ -380,3 +366,34 @@ def test_a_sent_note_reads_back_as_written_and_fails_closed_otherwise():
     for bad in ({"project_id": "sales"}, {"project_id": "sales", "file": "a.csv", "before": [1]}, []):
         with pytest.raises(AirflowFailException, match="is not one this operator wrote"):
             SentImport.from_json(bad)
+
+
+@pytest.mark.parametrize("file", ["unchanged", "rewritten"])
+def test_a_clear_while_the_table_is_still_read_from_the_same_file_reconnects(
+    dags_module, datatables_conn, stats, tmp_path, capfd, file
+):
+    """Issue 37, point 6: a clear that only unsticks a slow wait (the tries gave up, the table is still
+    being read) reconnects to the table; a file rewritten since is a new job, imported again."""
+    emulator = datatables_conn
+    emulator.set_processing_delay(900.0)  # read until the cleared try has looked (release_after_the_next_look)
+    path = orders_csv(tmp_path)
+    tables = {c["CardID"] for c in emulator.list_cards()}
+    first = run(dags_module, "dt_import_retry", file_path=str(path))  # both tries give up waiting after 1.5 s
+    assert state(first, "import") == "failed" and imports_since(emulator, stats) == 1
+    (card_id,) = {c["CardID"] for c in emulator.list_cards()} - tables
+    if file == "rewritten":
+        orders_csv(tmp_path, rows=21)
+
+    releaser = release_after_the_next_look(emulator)
+    dag_run = clear_and_run(dags_module, "dt_import_retry", first.run_id, "import")
+    releaser.join(timeout=10)
+
+    out = capfd.readouterr().out
+    assert state(dag_run, "import") == "success", out[-3000:]
+    reconnected = f"cleared while table {card_id}, which its earlier tries imported, is still being read" in out
+    if file == "unchanged":
+        assert reconnected and xcom(dag_run, "import") == card_id
+        assert imports_since(emulator, stats) == 1 and stats["credits"] - emulator.credits() == 1
+    else:
+        assert not reconnected and xcom(dag_run, "import") != card_id
+        assert imports_since(emulator, stats) == 2

@@ -229,7 +229,7 @@ def still_being_written(file_path: Any, report: Any, read_at: float) -> Exceptio
     from airflow_tables.exceptions import CsvUnfinishedError
 
     problem = report.cut_short()
-    path = _local_path(file_path)
+    path = local_file_path(file_path)
     if problem is None or path is None:
         return None
     try:
@@ -241,7 +241,7 @@ def still_being_written(file_path: Any, report: Any, read_at: float) -> Exceptio
     return CsvUnfinishedError(report.path, problem, max(age, 0.0))
 
 
-def _local_path(file_path: Any) -> str | None:
+def local_file_path(file_path: Any) -> str | None:
     """The local path a ``file_path`` names (a path or a ``file://`` URI); ``None`` for an object in storage."""
     from urllib.parse import unquote, urlsplit
 

@@ -7,7 +7,8 @@
   is lost (``DataTablesImportUncertainError``), the next try reads it and :func:`adopt_lost_import`
   adopts the table the service did create (or the replacement it did start) instead of paying
   again, only on evidence (name as stored, time, validation's counts); else it fails naming them.
-* :func:`forget_cleared_job`: a task the user cleared starts a new job; a retry resumes.
+* :func:`forget_cleared_job`: a task the user cleared starts a new job; a retry resumes (and so
+  does a clear while the job's table is still being read from the same file).
 * :func:`unchanged`: ``skip_if_unchanged``'s decision, from the table's last upload record
   (:mod:`airflow_tables.utils.events`) and one look at the table.
 """
@@ -54,6 +55,7 @@ _JOB_TYPES: dict[str, tuple[type, ...]] = {
     "rows": (int, type(None)),
     "columns": (int, type(None)),
     "series": (int, type(None)),
+    "stamp": (str, type(None)),
 }
 
 
@@ -72,6 +74,8 @@ class Job:
     :param columns: the columns validation counted, likewise.
     :param series: the task instance's series of tries that started the job (:func:`task_series`):
         a later series is a clear, which starts a new job.
+    :param stamp: what the file was when it was sent (:func:`file_stamp`): a clear while the table
+        is still being read from the same file reconnects instead (:func:`forget_cleared_job`).
     """
 
     project_id: str
@@ -83,6 +87,7 @@ class Job:
     rows: int | None = None
     columns: int | None = None
     series: int | None = None
+    stamp: str | None = None
 
     @property
     def watch(self) -> TableWatch:
@@ -297,18 +302,54 @@ def unchanged(
     return Job(project, card_id, skipped=True)
 
 
-def forget_cleared_job(store: Any, key: str, series: int, log: Any) -> None:
+def file_stamp(local_path: str | None, source: Any) -> str | None:
+    """What the file is, cheaply: a local file's size and modification time, an object's size and version.
+
+    Not a fingerprint (no byte is read): enough to tell that a file was not rewritten between a
+    send and a clear; ``None`` when the storage gives no version (then a clear always sends again).
+    """
+    import os
+
+    if local_path is not None:
+        try:
+            info = os.stat(local_path)
+        except OSError:
+            return None
+        return f"file:{info.st_size}:{info.st_mtime_ns}"
+    version = getattr(source, "version", None)
+    return f"object:{source.stored_size}:{version}" if version else None
+
+
+def forget_cleared_job(
+    store: Any, key: str, series: int, log: Any, only_slow: Callable[[Job], bool] | None = None
+) -> None:
     """Before a try: drop the job and notes an earlier series of tries kept, once the task was cleared.
 
     A retry keeps its series and resumes the job (never paying twice); a task the user cleared
     starts a new series (``_durable.task_series``), so what an earlier series kept is forgotten
     and the try starts a new job: checks, then sends again (``skip_if_unchanged`` still applies).
+    One exception: a clear that only unsticks a slow wait (a deferred import marked failed, then
+    cleared, while its table is still being read from the same file: ``only_slow``) keeps the
+    job for the new series, which reconnects to the table instead of making a second one.
     """
     stored = store.get(key)
     if not isinstance(stored, dict):
         return
     kept = stored.get("series")
     if not isinstance(kept, int) or isinstance(kept, bool) or kept == series:
+        return
+    try:
+        job = Job.from_json(stored)
+    except ValueError:
+        job = None
+    if job is not None and only_slow is not None and only_slow(job):
+        log.warning(
+            "The task was cleared while table %s, which its earlier tries imported, is still being read from the "
+            "same file: reconnecting to it rather than importing the file again (a second table, a second "
+            "credit). To import anew, clear it again once the table is read, or change the file.",
+            job.card_id,
+        )
+        store.set(key, {**stored, "series": series})
         return
     log.info(
         "The task was cleared since its job on %s (tries from %s; now from %s): starting a new job",
