@@ -393,10 +393,10 @@ def refuse_if_mapped_alike(task: DataTablesImportOperator, context: Context, pro
     (XCom ``upload``), then reads every instance's record in one request: of two that send alike,
     the later one sees the earlier, whichever order they run in.
     """
-    mine = {"project_id": project, "name": name}
-    if mapped_values(task, context, UPLOAD_KEY) is None:
-        return
     ti = context["ti"]
+    if ti.map_index is None or ti.map_index < 0:
+        return
+    mine = {"project_id": project, "name": name}
     ti.xcom_push(key=UPLOAD_KEY, value=mine)
     if (mapped_values(task, context, UPLOAD_KEY) or []).count(mine) > 1:
         raise AirflowFailException(
