@@ -30,6 +30,8 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -254,10 +256,31 @@ def installed_names(venv: Path) -> set[str]:
     return {re.sub(r"[-_.]+", "-", name).lower() for name in listed.stdout.split()}
 
 
+@pytest.fixture(scope="module")
+def resolutions(checkout, airflow_venv, tmp_path_factory) -> Iterator[dict[Command, tuple[Future, Path]]]:
+    """Every command's ``pip install --dry-run`` started at once, a few at a time, each in a directory of its own.
+
+    Each is a pip process of its own that mostly waits on the index; one after another they
+    were the longest part of the suite's packaging checks (about ten minutes on CI).
+    """
+    with ThreadPoolExecutor(max_workers=3, thread_name_prefix="pip-resolve") as pool:
+        started = {}
+        for command in COMMANDS:
+            where = tmp_path_factory.mktemp("resolve")
+            started[command] = (
+                pool.submit(run_pip, command, airflow_venv, checkout, where, report=where / "report.json"),
+                where,
+            )
+        yield started
+        for future, _ in started.values():
+            future.cancel()
+
+
 @pytest.mark.parametrize("command", COMMANDS, ids=str)
-def test_each_command_resolves_with_pip_as_written(command, checkout, airflow_venv, tmp_path):
+def test_each_command_resolves_with_pip_as_written(command, checkout, airflow_venv, resolutions):
+    future, tmp_path = resolutions[command]
     report_path = tmp_path / "report.json"
-    result = run_pip(command, airflow_venv, checkout, tmp_path, report=report_path)
+    result = future.result(timeout=900)
     assert result.returncode == 0, f"{command}: {command.text}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
     report = json.loads(report_path.read_text())
     install = {re.sub(r"[-_.]+", "-", item["metadata"]["name"]).lower(): item for item in report["install"]}
