@@ -373,7 +373,13 @@ def test_a_clear_while_the_table_is_still_read_from_the_same_file_reconnects(
     dags_module, datatables_conn, stats, tmp_path, capfd, file
 ):
     """Issue 37, point 6: a clear that only unsticks a slow wait (the tries gave up, the table is still
-    being read) reconnects to the table; a file rewritten since is a new job, imported again."""
+    being read) reconnects to the table; a file rewritten since is a new job, imported again.
+
+    Airflow 3.3+ only: below it the job is a Variable, deleted once the task failed for good (no
+    note outlives its task), so a clear finds nothing to reconnect to and imports again.
+    """
+    from airflow_tables.version_compat import AIRFLOW_V_3_3_PLUS
+
     emulator = datatables_conn
     emulator.set_processing_delay(900.0)  # read until the cleared try has looked (release_after_the_next_look)
     path = orders_csv(tmp_path)
@@ -391,7 +397,7 @@ def test_a_clear_while_the_table_is_still_read_from_the_same_file_reconnects(
     out = capfd.readouterr().out
     assert state(dag_run, "import") == "success", out[-3000:]
     reconnected = f"cleared while table {card_id}, which its earlier tries imported, is still being read" in out
-    if file == "unchanged":
+    if file == "unchanged" and AIRFLOW_V_3_3_PLUS:
         assert reconnected and xcom(dag_run, "import") == card_id
         assert imports_since(emulator, stats) == 1 and stats["credits"] - emulator.credits() == 1
     else:

@@ -104,8 +104,11 @@ def _read_at(emulator, card_id: str) -> datetime:
     return datetime.fromisoformat(done["UploadCompletionTime"]).replace(tzinfo=UTC)
 
 
-def _replace_once_watched(emulator, card_id: str, directory: Path, not_before: datetime) -> threading.Thread:
-    """Replace the table once the sensor has looked at it and the clock is past ``not_before``.
+def _replace_once_watched(
+    emulator, card_id: str, directory: Path, not_before: datetime, waiting: Path | None = None
+) -> threading.Thread:
+    """Replace the table once the sensor has looked at it and the clock is past ``not_before``
+    (and, given ``waiting``, once that file says the sensor deferred: its instant is behind it).
 
     The replacement runs in a process of its own: ``dag.test()`` runs the sensor in this one,
     and a thread of it calling the hook would find the sensor's task context (Airflow keeps it
@@ -120,9 +123,11 @@ def _replace_once_watched(emulator, card_id: str, directory: Path, not_before: d
     )
 
     def replace() -> None:
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 60
         while time.monotonic() < deadline and (
-            len(emulator.stats()["requests"]) < seen + 2 or datetime.now(UTC) < not_before
+            len(emulator.stats()["requests"]) < seen + 2
+            or datetime.now(UTC) < not_before
+            or (waiting is not None and not waiting.exists())
         ):
             time.sleep(0.05)
         subprocess.run([sys.executable, "-c", script, str(replacement), card_id], check=True, timeout=60)
@@ -153,9 +158,12 @@ def test_completed_after_that_reads_the_clock_holds_the_instant_the_wait_began(
     """Issue 37, point 5: each resume rendered ``utcnow()`` again, so the read just seen was "before" it."""
     (dag,) = [d for d in dags_in(install(AFTER_DAGS)) if d.dag_id == "dt_sensor_since_now"]
     card_id = imported(datatables_conn, tmp_path)
-    # Replaced once the sensor has looked a few times (deferred), a second after its instant at the latest.
-    replacer = _replace_once_watched(datatables_conn, card_id, tmp_path, datetime.now(UTC) + timedelta(seconds=1))
-    dag_run = dag.test(run_conf={"card_id": card_id})
+    # Replaced once the sensor has deferred (its instant rendered before) and a second has passed.
+    deferred = tmp_path / "deferred"
+    replacer = _replace_once_watched(
+        datatables_conn, card_id, tmp_path, datetime.now(UTC) + timedelta(seconds=1), waiting=deferred
+    )
+    dag_run = dag.test(run_conf={"card_id": card_id, "deferred_flag": str(deferred)})
     replacer.join(30)
     out = capfd.readouterr().out
     assert state(dag_run, "wait") == "success", out[-3000:]

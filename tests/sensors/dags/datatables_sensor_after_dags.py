@@ -3,15 +3,30 @@
 from __future__ import annotations
 
 from datetime import datetime
+from pathlib import Path
 
 from airflow.sdk import DAG
 
 from airflow_tables.sensors.tables import DataTablesProcessedSensor
+from airflow_tables.version_compat import TaskDeferred
+
+
+class _SaysWhenItDefers(DataTablesProcessedSensor):
+    """Touches the file ``deferred_flag`` in the run's conf when it defers, for a test to act after its instant."""
+
+    def execute(self, context):
+        try:
+            return super().execute(context)
+        except TaskDeferred:
+            flag = context["dag_run"].conf.get("deferred_flag")
+            if flag:
+                Path(flag).touch()
+            raise
 
 
 def _dag(dag_id: str, completed_after: str, *, deferrable: bool) -> DAG:
     with DAG(dag_id, schedule=None, start_date=datetime(2026, 1, 1), catchup=False) as dag:
-        DataTablesProcessedSensor(
+        _SaysWhenItDefers(
             task_id="wait",
             card_id="{{ params.card_id }}",
             completed_after=completed_after,
