@@ -227,6 +227,7 @@ def still_being_written(file_path: Any, report: Any, read_at: float) -> Exceptio
     it whole. An object in storage is written whole (a PUT), so only local files are looked at.
     """
     from airflow_tables.exceptions import CsvUnfinishedError
+    from airflow_tables.sources.storage import local_file_path
 
     problem = report.cut_short()
     path = local_file_path(file_path)
@@ -239,20 +240,6 @@ def still_being_written(file_path: Any, report: Any, read_at: float) -> Exceptio
     if age > UNFINISHED_WITHIN:
         return None
     return CsvUnfinishedError(report.path, problem, max(age, 0.0))
-
-
-def local_file_path(file_path: Any) -> str | None:
-    """The local path a ``file_path`` names (a path or a ``file://`` URI); ``None`` for an object in storage."""
-    from urllib.parse import unquote, urlsplit
-
-    from airflow_tables.sources.storage import is_storage_path, is_uri
-
-    if is_storage_path(file_path):
-        return None
-    if is_uri(file_path):
-        parts = urlsplit(file_path)
-        return unquote(parts.path) if parts.scheme == "file" else None
-    return os.fspath(file_path) if isinstance(file_path, (str, os.PathLike)) else None
 
 
 @contextlib.contextmanager

@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -302,14 +303,15 @@ def unchanged(
     return Job(project, card_id, skipped=True)
 
 
-def file_stamp(local_path: str | None, source: Any) -> str | None:
+def file_stamp(file_path: Any, source: Any) -> str | None:
     """What the file is, cheaply: a local file's size and modification time, an object's size and version.
 
     Not a fingerprint (no byte is read): enough to tell that a file was not rewritten between a
     send and a clear; ``None`` when the storage gives no version (then a clear always sends again).
     """
-    import os
+    from airflow_tables.sources.storage import local_file_path
 
+    local_path = local_file_path(file_path)
     if local_path is not None:
         try:
             info = os.stat(local_path)
@@ -318,6 +320,23 @@ def file_stamp(local_path: str | None, source: Any) -> str | None:
         return f"file:{info.st_size}:{info.st_mtime_ns}"
     version = getattr(source, "version", None)
     return f"object:{source.stored_size}:{version}" if version else None
+
+
+def still_read_from_the_same_file(task: Any, job: Job) -> bool:
+    """Whether an earlier series' ``job`` is still being read from ``task``'s file as it is now (a clear to unstick).
+
+    One look at the table, then, only while it is being read, one look at the file (a stat,
+    or the object's metadata): its stamp must be the one kept with the job.
+    """
+    from airflow_tables.sources import SourceError, open_source
+
+    if job.stamp is None or task.hook.look(job.project_id, job.watch).status is not TableStatus.BEING_READ:
+        return False
+    try:
+        source = open_source(task.file_path, encoding=task.encoding, allowed=task.allowed_sources)
+    except (SourceError, PermissionError, ValueError):
+        return False
+    return file_stamp(task.file_path, source) == job.stamp
 
 
 def forget_cleared_job(

@@ -6,6 +6,7 @@ pandas and Great Expectations are imported inside ``execute``.
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from collections.abc import Sequence
@@ -27,7 +28,6 @@ from airflow_tables.operators._checks import (
     check_options,
     check_read,
     failed_read,
-    local_file_path,
     opened_source,
     refusals_are_final,
     refuse_if_mapped_alike,
@@ -42,6 +42,7 @@ from airflow_tables.operators._recovery import (
     file_stamp,
     forget_cleared_job,
     resumed_job,
+    still_read_from_the_same_file,
     stored_job,
     unchanged,
 )
@@ -222,8 +223,9 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
         with forgotten_when_ended(context, self, NOTES):  # below 3.3 the notes are Variables
             try:
                 check_arguments(self)
+                only_slow = functools.partial(still_read_from_the_same_file, self)
                 forget_cleared_job(
-                    self._store(context), self.external_id_key, task_series(context), self.log, self._only_slow
+                    self._store(context), self.external_id_key, task_series(context), self.log, only_slow
                 )
                 self.execute_resumable(context)
             except BaseException:
@@ -262,21 +264,9 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
                 job = self._unchanged(project, checked.fingerprint)
             if job is None:
                 job = self._import_once(context, project, store, source, checked)
-            stamp = file_stamp(local_file_path(self.file_path), source)
+            stamp = file_stamp(self.file_path, source)
         done = replace(job, fingerprint=checked.fingerprint, series=series, stamp=stamp).to_json()
         return self._store(context).signed(self.external_id_key, done)  # stored by the mixin as it is
-
-    def _only_slow(self, job: Job) -> bool:
-        """Whether a job of an earlier series is still being read from the file as it is now (a clear to unstick)."""
-        from airflow_tables.sources import SourceError, open_source
-
-        if job.stamp is None or self.hook.look(job.project_id, job.watch).status is not TableStatus.BEING_READ:
-            return False
-        try:
-            source = open_source(self.file_path, encoding=self.encoding, allowed=self.allowed_sources)
-        except (SourceError, PermissionError, ValueError):
-            return False
-        return file_stamp(local_file_path(self.file_path), source) == job.stamp
 
     def get_job_status(self, external_id: JsonValue, context: Context) -> str:
         job = self._job_of(external_id, context)

@@ -71,6 +71,19 @@ def is_uri(value: object) -> bool:
     return isinstance(value, str) and _URI.match(value) is not None
 
 
+def local_file_path(value: object) -> str | None:
+    """The local path a ``file_path`` names (a path or a ``file://`` URI); ``None`` for an object in storage."""
+    from urllib.parse import unquote, urlsplit
+
+    if is_storage_path(value):
+        return None
+    if is_uri(value):
+        assert isinstance(value, str)  # is_uri made sure
+        parts = urlsplit(value)
+        return unquote(parts.path) if parts.scheme == "file" else None
+    return os.fspath(value) if isinstance(value, (str, os.PathLike)) else None
+
+
 def is_storage_path(value: object) -> bool:
     """An ``ObjectStoragePath`` (or any universal-pathlib path), without importing Airflow to find out."""
     upath = sys.modules.get("upath")
