@@ -108,7 +108,8 @@ def _replace_once_watched(
     emulator, card_id: str, directory: Path, not_before: datetime, waiting: Path | None = None
 ) -> threading.Thread:
     """Replace the table once the sensor has looked at it and the clock is past ``not_before``
-    (and, given ``waiting``, once that file says the sensor deferred: its instant is behind it).
+    (and, given ``waiting``, a second after that file says the sensor deferred: its instant, in
+    whole seconds as the service writes times, is then behind any read the replacement makes).
 
     The replacement runs in a process of its own: ``dag.test()`` runs the sensor in this one,
     and a thread of it calling the hook would find the sensor's task context (Airflow keeps it
@@ -127,7 +128,7 @@ def _replace_once_watched(
         while time.monotonic() < deadline and (
             len(emulator.stats()["requests"]) < seen + 2
             or datetime.now(UTC) < not_before
-            or (waiting is not None and not waiting.exists())
+            or (waiting is not None and not (waiting.exists() and time.time() > waiting.stat().st_mtime + 1.1))
         ):
             time.sleep(0.05)
         subprocess.run([sys.executable, "-c", script, str(replacement), card_id], check=True, timeout=60)
