@@ -625,8 +625,7 @@ def test_an_https_host_against_plain_http_says_tls_failed_and_is_not_retried(mak
     [("orders.csv", "orders"), ("données.csv", "données"), ('say "hi".csv', "say %22hi%22"), ("a.CSV", "a")],
 )
 def test_the_name_the_service_stores_is_the_name_it_receives(hook, emulator, tmp_path, upload, stored):
-    from airflow_tables.evidence import stored_names
-    from airflow_tables.hooks.tables import stored_name
+    from airflow_tables.evidence import stored_name, stored_names
 
     path = tmp_path / upload
     path.write_text("id,amount\n1,10\n", encoding="utf-8")

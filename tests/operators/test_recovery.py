@@ -26,7 +26,7 @@ from tests.operators._runs import (
     xcom,
 )
 
-from airflow_tables.operators._recovery import Job, SentImport, stored_job
+from airflow_tables.operators._recovery import Job, stored_job
 from airflow_tables.version_compat import AirflowFailException
 
 
@@ -354,18 +354,6 @@ def test_a_job_reads_back_as_written():
 def test_a_stored_job_this_operator_did_not_write_fails_the_task(stored):
     with pytest.raises(AirflowFailException, match="is not one this operator wrote"):
         stored_job(stored)
-
-
-def test_a_sent_note_reads_back_as_written_and_fails_closed_otherwise():
-    for note in (
-        SentImport("sales", "orders.csv", ("CRD-1",)),
-        SentImport("sales", card_id="CRD-1", replaced_after="t"),
-    ):
-        assert SentImport.from_json(json.loads(json.dumps(note.to_json()))) == note
-    assert SentImport.from_json(None) is None
-    for bad in ({"project_id": "sales"}, {"project_id": "sales", "file": "a.csv", "before": [1]}, []):
-        with pytest.raises(AirflowFailException, match="is not one this operator wrote"):
-            SentImport.from_json(bad)
 
 
 @pytest.mark.parametrize("file", ["unchanged", "rewritten"])

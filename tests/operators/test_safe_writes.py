@@ -128,7 +128,7 @@ def test_a_replace_wait_never_takes_another_clients_later_read_for_its_own(dags_
         while emulator.stats()["imports_accepted"] < 1 and time.monotonic() < deadline:
             time.sleep(0.02)
         hook.wait_for_table(None, card_id, poll_interval=0.05, timeout=30)  # our read has ended
-        hook._send_csv(None, theirs, card_id=card_id)
+        hook.send_import(None, theirs, card_id=card_id)
 
     thread = threading.Thread(target=other_client)
     thread.start()

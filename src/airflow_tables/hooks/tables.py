@@ -10,24 +10,22 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
 import itertools
 import os
 import time
+import warnings
 from collections.abc import AsyncIterator, Callable, Collection, Iterable
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from airflow.sdk import BaseHook
 
 from airflow_tables import metrics
-from airflow_tables.evidence import SUFFIX, FileFacts, stored_names, unlike
+from airflow_tables.evidence import named_after, upload_name
 from airflow_tables.exceptions import (
     DataTablesAuthenticationError,
     DataTablesBusyError,
     DataTablesConflictError,
     DataTablesError,
-    DataTablesImportUncertainError,
     DataTablesLockedError,
     DataTablesNotFoundError,
     DataTablesPermissionError,
@@ -42,7 +40,7 @@ from airflow_tables.hooks._http import (
     may_have_landed,
     uncertain_import,
 )
-from airflow_tables.hooks._multipart import MultipartFile, _quote
+from airflow_tables.hooks._multipart import MultipartFile
 from airflow_tables.hooks._transport import AsyncTransport, SyncTransport, new_session
 from airflow_tables.model import (
     REPLACEMENT_SPACING,
@@ -78,105 +76,6 @@ def _task_context() -> Any:
 
 
 _PROBE_PROJECT = "airflow-connection-test"
-
-
-#: The durable note of an import sent from a task (``import_csv`` in a ``@task``), keyed per upload.
-HOOK_NOTE_PREFIX = "datatables_hook_import."
-
-
-def upload_name(file_name: str, table_name: str | None = None) -> str:
-    """The name of the file part: ``<table_name>.csv`` when a table name is given, else the file's base name.
-
-    A ``table_name`` that would name the table otherwise than it reads is refused, before
-    anything is sent: ``"None"`` (a template that rendered nothing), a name ending in ``.csv``
-    (the service takes one ``.csv`` off, so ``orders.csv`` would be the table's name), and a
-    ``"`` (the part's header carries it as ``%22``, which people would see).
-    """
-    if table_name is None:
-        return file_name
-    if not isinstance(table_name, str) or not table_name.strip() or table_name != table_name.strip():
-        raise ValueError(f"table_name {table_name!r} must be a name without surrounding blanks, or None")
-    if any(c in table_name for c in "/\\\r\n"):
-        raise ValueError(f"table_name {table_name!r} may not hold a slash, a backslash or a line break")
-    if table_name == "None":
-        raise ValueError(
-            "table_name rendered as 'None': its template found nothing (a missing param or XCom); give a name, "
-            "or leave table_name out to name the table after the file"
-        )
-    if table_name.lower().endswith(SUFFIX):
-        raise ValueError(
-            f"table_name {table_name!r} ends in {SUFFIX}: the table would be named {table_name!r} (the service takes "
-            f"off only the {SUFFIX} the file part is sent with); give {table_name[: -len(SUFFIX)]!r}"
-        )
-    if '"' in table_name:
-        raise ValueError(
-            f"table_name {table_name!r} may not hold a double quote: the file part's header carries it as %22, "
-            "and the table would be named so"
-        )
-    return f"{table_name}{SUFFIX}"
-
-
-def stored_name(upload: str) -> str:
-    """The name the service gives a table made from a file part called ``upload``, as the emulator stores it.
-
-    The service names a table after the file name it receives, without ``.csv`` (seed 4.4; the
-    emulator's ``api._accept``). The name goes in the part's ``Content-Disposition`` escaped as
-    browsers do (:func:`~airflow_tables.evidence.part_name`: ``"`` as ``%22``), which the
-    emulator keeps as it comes. A service may as well undo the escape: adoption takes every
-    spelling of :func:`~airflow_tables.evidence.stored_names`, never this one alone.
-    """
-    sent = _quote(upload)
-    return sent[: -len(".csv")] if sent.lower().endswith(".csv") else sent
-
-
-def _loose(name: str) -> str:
-    """A name with case, Unicode form (NFKC) and percent-escapes set aside, for finding candidates."""
-    import unicodedata
-    from urllib.parse import unquote
-
-    return unicodedata.normalize("NFKC", unquote(name)).casefold()
-
-
-def named_after(table: TableSummary, file_name: str) -> bool:
-    """Whether a table may be an upload of ``file_name``: its name is the stored name, loosely compared.
-
-    Used to list the candidates, broadly (a service could change the case, the Unicode form of
-    ``données``, or undo the ``%22`` of a quote): a table missed here would be paid for twice.
-    Adopting one needs the exact stored name (:meth:`DataTablesHook._claim_lost_table`).
-    """
-    name = _loose(table.name or "")
-    spellings = {*stored_names(file_name), os.path.splitext(file_name)[0], file_name}
-    return name in {_loose(spelling) for spelling in spellings}
-
-
-def now_in_service_time() -> str:
-    """Now as the service writes ``UploadCompletionTime`` (``YYYY-MM-DDTHH:MM:SS``, UTC, no offset)."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S")
-
-
-def _before(completion_time: str | None, sent_at: str) -> bool | None:
-    """Whether a read ended before the import was sent; ``None`` when a time cannot be read."""
-    if not completion_time:
-        return None
-    try:
-        return datetime.fromisoformat(completion_time) < datetime.fromisoformat(sent_at)
-    except ValueError:
-        return None
-
-
-def _described(table: TableSummary) -> str:
-    return f"{table.card_id} (named {table.name!r}, read at {table.completion_time or 'not yet'}, {table.rows} rows)"
-
-
-def file_facts(file_path: str | os.PathLike | Any, encoding: str | None = None) -> FileFacts | None:
-    """What validation finds in a file to compare with a table (rows, column names, types); ``None`` if it cannot."""
-    from airflow_tables.validation import validate_source
-
-    try:
-        report = validate_source(open_source(file_path, encoding=encoding), column_types=True)
-    except Exception:  # a file that cannot be read now gives no evidence
-        return None
-    return FileFacts.of(report)
 
 
 class DataTablesHook(BaseHook):
@@ -396,98 +295,22 @@ class DataTablesHook(BaseHook):
         to UTF-8 while it is sent, after a first pass that counts its UTF-8 length and
         refuses a byte not valid in it. A file that cannot be read fails before any request.
 
-        The file is streamed (never held in memory) and sent at most once: it is re-sent
-        only when the connection was refused, so the service cannot have seen it. Any
-        other failure after sending raises :class:`DataTablesImportUncertainError`.
-
+        The file is streamed (never held in memory) and sent at most once (:meth:`send_import`).
         Called inside a running task (a ``@task``), the import is also sent once per task
-        instance across its tries: a note of it goes to the task's durable store before the
-        file is sent (one free look at the department first), and when the answer was lost the
-        next try's call with the same department, file name and ``card_id`` adopts the table the
-        service made, on the evidence :meth:`_claim_lost_table` requires, instead of paying
-        again; when the evidence is not conclusive it raises
-        :class:`DataTablesImportUncertainError` naming the candidates, and sends nothing.
+        instance across its tries (:mod:`airflow_tables.hooks.send_once`): when an earlier
+        try's answer was lost, the table the service made is adopted on evidence instead of
+        paying again, and when the evidence is not conclusive
+        :class:`DataTablesImportUncertainError` names the candidates and nothing is sent.
         A task the user cleared starts afresh.
         """
         context = _task_context()
         if context is None:
-            return self._send_csv(project_id, file_path, card_id, encoding, table_name)
-        return self._import_once_per_task(context, project_id, file_path, card_id, encoding, table_name)
+            return self.send_import(project_id, file_path, card_id, encoding, table_name)
+        from airflow_tables.hooks.send_once import import_in_task
 
-    def _import_once_per_task(
-        self,
-        context: Any,
-        project_id: str | None,
-        file_path: str | os.PathLike | Any,
-        card_id: str | None,
-        encoding: str | None,
-        table_name: str | None,
-    ) -> str:
-        """:meth:`import_csv` inside a task: sent once per task instance, whatever fails after it.
+        return import_in_task(self, context, project_id, file_path, card_id, encoding, table_name)
 
-        The note is keyed by the department, the source's identity (its location and content:
-        :func:`~airflow_tables.sources.identity`), the upload's name and ``card_id``: two files
-        called ``orders.csv`` in one task are two imports, and the same file imported again by a
-        later try is one. It is written before the file is sent (what to look for if the answer
-        is lost) and, once answered, holds the CardID until the task instance ends, so that a try
-        failing on a later step is followed by one that returns that CardID instead of paying
-        again. It is signed (:func:`~airflow_tables._durable.durable_store`): a note that does not
-        verify is ignored with a warning.
-        """
-        from airflow_tables._durable import durable_store, kept_until_the_end, task_series
-        from airflow_tables.sources import identity
-
-        try:
-            source = open_source(file_path, encoding=encoding)
-            name = upload_name(source.name, table_name)
-            where = identity(source)
-        except (SourceError, OSError) as err:
-            label, reason = (err.label, err.reason) if isinstance(err, SourceError) else (str(file_path), str(err))
-            raise SourceError(label, f"{reason}; nothing was sent to the Data Tables Service.") from None
-        settings = self.settings
-        project = settings.department(project_id)
-        store, series = durable_store(context, settings.api_key, self.log), task_series(context)
-        key = HOOK_NOTE_PREFIX + hashlib.sha256(f"{project}\0{where}\0{name}\0{card_id}".encode()).hexdigest()[:24]
-        kept_until_the_end(context, key)  # below 3.3 a Variable: deleted when the task instance ends
-        note = store.get(key)
-        if isinstance(note, dict) and note.get("series") == series:
-            answered = note.get("card_id") if card_id is None else note.get("replaced")
-            if isinstance(answered, str) and answered:
-                self.log.info("%s was imported as %s by an earlier try of this task; not sent again", name, answered)
-                return answered
-            adopted = self._adopt(project, name, card_id, note, file_facts(source))
-            if adopted is not None:
-                store.set(key, {**note, "card_id" if card_id is None else "replaced": adopted})
-                return adopted
-        sent: dict[str, Any]
-        if card_id is None:
-            sent = {"before": self.tables_named_after(project, name)}
-        else:
-            summary = self.find_card(project, card_id)
-            sent = {"replaced_after": TableSummary.from_json(summary).completion_time if summary else None}
-        note = {**sent, "sent_at": now_in_service_time(), "series": series}
-        store.set(key, note)
-        result = self._send_csv(project, source, card_id, encoding, table_name)
-        store.set(key, {**note, "card_id" if card_id is None else "replaced": result})
-        return result
-
-    def _adopt(
-        self, project: str, name: str, card_id: str | None, note: dict[str, Any], facts: FileFacts | None
-    ) -> str | None:
-        """The table an earlier try's import (or replacement) made when its answer was lost, proven; else ``None``."""
-        sent_at = note.get("sent_at")
-        if not isinstance(sent_at, str):
-            return None
-        if card_id is None:
-            before = note.get("before")
-            known = [b for b in before if isinstance(b, str)] if isinstance(before, list) else []
-            return self._claim_lost_table(project, name, before=known, sent_at=sent_at, facts=facts)
-        after = note.get("replaced_after")
-        after = after if isinstance(after, str) else None
-        landed = self._claim_lost_replacement(project, card_id, replaced_after=after, sent_at=sent_at, facts=facts)
-        return card_id if landed else None
-
-    def _send_csv(
+    def send_import(
         self,
         project_id: str | None,
         file_path: str | os.PathLike | Any,
@@ -495,7 +318,13 @@ class DataTablesHook(BaseHook):
         encoding: str | None = None,
         table_name: str | None = None,
     ) -> str:
-        """Send the import once (see :meth:`import_csv`), with no note: the operators keep their own."""
+        """One import request, with no note of its own; return the CardID. Costs one credit.
+
+        The file is re-sent only when the connection was refused, so the service cannot have
+        seen it; any other failure after sending raises :class:`DataTablesImportUncertainError`.
+        A task calls :meth:`import_csv` or the operators instead, which send once across tries
+        (:class:`~airflow_tables.hooks.send_once.SendOnce`).
+        """
         try:
             source = open_source(file_path, encoding=encoding)
             source.utf8_size()  # a converted file is read once to count: a byte not valid in it stops here
@@ -713,141 +542,25 @@ class DataTablesHook(BaseHook):
     def tables_named_after(self, project_id: str | None, file_name: str) -> list[str]:
         """The CardIDs of the department's tables that an upload of ``file_name`` could have created.
 
-        The service names an uploaded table after its file (:func:`stored_name`); a retry whose
-        earlier import lost its answer compares this before and after to find the table that
-        import made.
+        The service names an uploaded table after its file (:func:`~airflow_tables.evidence.named_after`).
         """
         tables = map(TableSummary.from_json, self.list_cards(project_id))
         return [table.card_id for table in tables if named_after(table, file_name)]
 
     def find_lost_import(self, project_id: str | None, file_name: str, before: Collection[str]) -> list[str]:
-        """The tables named after ``file_name`` that are new since ``before`` (see :meth:`tables_named_after`)."""
+        """Deprecated: the tables named after ``file_name`` that are new since ``before``.
+
+        A name is no evidence that an import made a table (another file of that name may have);
+        :class:`~airflow_tables.hooks.send_once.SendOnce` adopts a lost import only on evidence.
+        """
+        warnings.warn(
+            "DataTablesHook.find_lost_import is deprecated and goes in airflow-tables 0.4: a table named after the "
+            "file is no evidence that the import made it. Call import_csv inside a task (or use the operators): "
+            "a lost import is adopted on evidence by airflow_tables.hooks.send_once.SendOnce.",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         return [card_id for card_id in self.tables_named_after(project_id, file_name) if card_id not in before]
-
-    def _claim_lost_table(
-        self,
-        project_id: str | None,
-        file_name: str,
-        *,
-        before: Collection[str],
-        sent_at: str,
-        facts: FileFacts | None,
-        poll_interval: float = 5.0,
-        timeout: float | None = 3600.0,
-    ) -> str | None:
-        """The table an import of ``file_name`` whose answer was lost made, proven; ``None`` when it made none.
-
-        A new table (not in ``before``, the department's tables named after the file just
-        before sending) is this import's only on evidence: named as the service may name this
-        upload (:func:`~airflow_tables.evidence.stored_names`), read after ``sent_at`` (the time
-        the note was written, just before the file was sent, as the service writes times), read
-        well, and holding what validation found in the file: its rows, and its columns by name
-        and type (``facts``, :func:`~airflow_tables.evidence.unlike`). A candidate still
-        being read is waited for first (``poll_interval``, ``timeout``). When no new table may
-        be it, ``None``: the service did not receive the file, and it may be sent again. When
-        candidates are there but not exactly one is proven, :class:`DataTablesImportUncertainError`
-        names each and why, and nothing is sent: paying twice, or claiming another import's
-        table (another file of the same name), are both worse than asking a person.
-        """
-        project = self.settings.department(project_id)
-        stored = stored_names(file_name)
-        known = set(before)
-        tables = [TableSummary.from_json(c) for c in self.list_cards(project)]
-        candidates = [t for t in tables if t.card_id not in known and named_after(t, file_name)]
-        if not candidates:
-            return None
-        verdicts: list[tuple[TableSummary, str | None]] = []
-        for table in candidates:
-            if table.name not in stored:
-                names = " or ".join(repr(n) for n in sorted(stored))
-                verdicts.append((table, f"its name is not {names}, the name the service gives this upload"))
-                continue
-            read = self._read(project, table, poll_interval, timeout)
-            verdicts.append((read, self._not_proven(project, read, sent_at, facts)))
-        proven = [t for t, why in verdicts if why is None]
-        if len(proven) == 1:
-            assert facts is not None  # nothing is proven without them
-            self.log.info(
-                "The lost import of %s reached the service as %s: named %r, read at %s (after the import was sent "
-                "at %s) with the %s rows and the columns (%s) the file has",
-                file_name, proven[0].card_id, proven[0].name, proven[0].completion_time, sent_at, facts.rows,
-                ", ".join(facts.columns),
-            )  # fmt: skip
-            return proven[0].card_id
-        raise DataTablesImportUncertainError(
-            None,
-            f"the import of {file_name} into department {project} lost its answer, and the evidence does not show "
-            f"which table, if any, it made: "
-            + "; ".join(f"{_described(t)}: {why or 'matches, but so does another'}" for t, why in verdicts)
-            + ". Nothing was imported again (no credit spent). Look at these tables: if one is this file's, use "
-            "its CardID (card_id=...); if none is, clear the task to import the file again.",
-            seen=True,
-        )
-
-    def _claim_lost_replacement(
-        self,
-        project_id: str | None,
-        card_id: str,
-        *,
-        replaced_after: str | None,
-        sent_at: str,
-        facts: FileFacts | None,
-        poll_interval: float = 5.0,
-        timeout: float | None = 3600.0,
-    ) -> bool:
-        """Whether a replacement of ``card_id`` whose answer was lost did replace it, proven.
-
-        ``False`` when the table shows no read since ``replaced_after`` (its read before the
-        replacement was sent): the service did not take it, and it may be sent again. ``True``
-        when a read since then ended after ``sent_at``, well, holding what validation found in
-        the file (``facts``: rows, column names and types). Anything else (another client's
-        refresh, a failed or short read) raises :class:`DataTablesImportUncertainError`
-        describing the table, and nothing is sent.
-        """
-        project = self.settings.department(project_id)
-        look = self.look(project, card_id)
-        if look.status is TableStatus.GONE:
-            return False
-        table = TableSummary.from_json(look.summary or {"CardID": card_id})
-        if look.status is not TableStatus.BEING_READ and table.completion_time == replaced_after:
-            return False
-        table = self._read(project, table, poll_interval, timeout)
-        why = self._not_proven(project, table, sent_at, facts)
-        if why is None:
-            self.log.info("The lost replacement of %s reached the service: read at %s", card_id, table.completion_time)
-            return True
-        raise DataTablesImportUncertainError(
-            None,
-            f"the replacement of {card_id} in department {project} lost its answer, and the table was read since "
-            f"(it was last read at {replaced_after} before), but the evidence does not show that read was this "
-            f"file's: {_described(table)}: {why}. Nothing was sent again (no credit spent). Look at the table: if "
-            "it holds this file's data, nothing is left to do; if not, clear the task to send the file again.",
-            seen=True,
-        )
-
-    def _read(self, project: str, table: TableSummary, poll_interval: float, timeout: float | None) -> TableSummary:
-        """``table`` once it is not being read (waiting for it), as the last look saw it."""
-        if table.status is not TableStatus.BEING_READ:
-            return table
-        look = self.wait_for_table(project, table.card_id, poll_interval=poll_interval, timeout=timeout)
-        return TableSummary.from_json(look.summary) if look.summary else table
-
-    def _not_proven(self, project: str, table: TableSummary, sent_at: str, facts: FileFacts | None) -> str | None:
-        """Why a read table is not shown to be an import sent at ``sent_at`` of the file of ``facts``, or ``None``."""
-        if table.status is TableStatus.BEING_READ:
-            return "it is still being read"
-        if table.status is TableStatus.FAILED:
-            return "its reading failed (SuccessfulUpload is false), so its rows cannot be compared"
-        before = _before(table.completion_time, sent_at)
-        if before is None:
-            return f"its UploadCompletionTime {table.completion_time!r} cannot be compared with {sent_at}"
-        if before:
-            return f"it was read at {table.completion_time}, before this import was sent at {sent_at}"
-        if facts is None:
-            return unlike(TableDetail.from_json({}), None)
-        if table.rows != facts.rows:
-            return f"it has {table.rows} rows, the file {facts.rows}"
-        return unlike(TableDetail.from_json(self.get_card(project, table.card_id)), facts)
 
     def test_connection(self) -> tuple[bool, str]:
         """One cheap GET, not retried: does the service accept the key (and see the ``project_id`` extra)?"""

@@ -3,10 +3,8 @@
 * :class:`Job`: the table a try works on, as a typed value. It is the ``external_id`` of
   ``ResumableJobMixin`` (kept in the task's durable store between tries, so it must be JSON);
   anything else found there fails the task instead of being guessed at.
-* :class:`SentImport`: the note written just before the file is sent. When the import's answer
-  is lost (``DataTablesImportUncertainError``), the next try reads it and :func:`adopt_lost_import`
-  adopts the table the service did create (or the replacement it did start) instead of paying
-  again, only on evidence (name as stored, time, validation's counts); else it fails naming them.
+* :func:`job_sent_earlier`: the job of an earlier try whose file reached the service (its answer
+  kept, or its lost answer adopted on evidence by :mod:`airflow_tables.hooks.send_once`).
 * :func:`forget_cleared_job`: a task the user cleared starts a new job; a retry resumes (and so
   does a clear while the job's table is still being read from the same file).
 * :func:`unchanged`: ``skip_if_unchanged``'s decision, from the table's last upload record
@@ -21,7 +19,6 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from airflow_tables.evidence import FileFacts
 from airflow_tables.model import TableStatus, TableWatch
 from airflow_tables.operators._schema import APPROVAL_KEY
 from airflow_tables.utils.waiting import table_of
@@ -30,10 +27,12 @@ from airflow_tables.version_compat import AirflowFailException
 if TYPE_CHECKING:
     from pydantic import JsonValue
 
+    from airflow_tables.hooks.send_once import SendOnce
     from airflow_tables.hooks.tables import DataTablesHook
+    from airflow_tables.sources import Source
     from airflow_tables.utils.events import UploadRecord
 
-#: The durable note of an import sent but not yet answered (see :func:`adopt_lost_import`).
+#: The durable note of the import a task sends (:class:`~airflow_tables.hooks.send_once.SendOnce`).
 PENDING_KEY = "datatables_import_sent"
 #: Every note the import keeps in ``durable_store`` beside its job (removed once the task has ended, or
 #: when a clear starts a new job): the pending import, and a schema change shown for approval.
@@ -127,139 +126,22 @@ def resumed_job(stored: object, project: str, card_id: str) -> Job:
     return job if job.card_id == card_id else Job(project, card_id)
 
 
-@dataclass(frozen=True)
-class SentImport:
-    """The note of an import sent but not answered yet: a new table (``file``, ``before``) or a replacement.
+def job_sent_earlier(once: SendOnce, project: str, source: Source) -> Job | None:
+    """The job of an earlier try that sent the file (answered, or adopted on evidence); ``None``: send it.
 
-    :param file: the file part's name (``<table_name>.csv`` or the file's); the service names the table after it.
-    :param before: the CardIDs of the department's tables named after it before sending.
-    :param card_id: the replaced table.
-    :param replaced_after: its previous read's ``UploadCompletionTime``.
-    :param sent_at: when the note was written, just before the file was sent, as the service writes times.
-    :param rows: the rows validation counted (``None``: not validated; counted when the note is read).
-    :param columns: the columns validation counted, likewise.
-    :param series: the task instance's series of tries (a note of a cleared series is not resumed).
-    :param facts: what validation found that the table must show (rows, column names and types:
-        :mod:`airflow_tables.evidence`); ``None``: counted when the note is read.
-    """
-
-    project_id: str
-    file: str | None = None
-    before: tuple[str, ...] = ()
-    card_id: str | None = None
-    replaced_after: str | None = None
-    sent_at: str | None = None
-    rows: int | None = None
-    columns: int | None = None
-    series: int | None = None
-    facts: FileFacts | None = None
-
-    def to_json(self) -> dict[str, JsonValue]:
-        evidence: dict[str, JsonValue] = {
-            "sent_at": self.sent_at,
-            "rows": self.rows,
-            "columns": self.columns,
-            "series": self.series,
-            "facts": None if self.facts is None else self.facts.to_json(),
-        }
-        if self.card_id is not None:
-            replaced = {"card_id": self.card_id, "replaced_after": self.replaced_after}
-            return {"project_id": self.project_id, **replaced, **evidence}
-        return {"project_id": self.project_id, "file": self.file, "before": list(self.before), **evidence}
-
-    @classmethod
-    def from_json(cls, value: object) -> SentImport | None:
-        """The note, ``None`` when there is none; a note this operator did not write fails the task (closed)."""
-        if value is None:
-            return None
-        if isinstance(value, dict) and isinstance(value.get("project_id"), str) and _evidence_ok(value):
-            evidence: dict[str, Any] = {k: value.get(k) for k in _EVIDENCE}
-            evidence["facts"] = FileFacts.from_json(evidence["facts"])
-            card_id, after = value.get("card_id"), value.get("replaced_after")
-            if isinstance(card_id, str) and card_id and _is(after, str, type(None)) and "file" not in value:
-                return cls(value["project_id"], card_id=card_id, replaced_after=after, **evidence)
-            before = value.get("before")
-            if (
-                isinstance(value.get("file"), str)
-                and isinstance(before, list)
-                and all(isinstance(b, str) for b in before)
-                and "card_id" not in value
-            ):
-                return cls(value["project_id"], file=value["file"], before=tuple(before), **evidence)
-        raise AirflowFailException(f"the stored note of a sent import {value!r} is not one this operator wrote")
-
-
-#: The JSON types of a note's evidence (absent in a note of the previous release: read as ``None``).
-_EVIDENCE: dict[str, tuple[type, ...]] = {
-    "sent_at": (str, type(None)),
-    "rows": (int, type(None)),
-    "columns": (int, type(None)),
-    "series": (int, type(None)),
-    "facts": (dict, type(None)),
-}
-
-
-def _evidence_ok(value: dict) -> bool:
-    return all(_is(value.get(k), *kinds) for k, kinds in _EVIDENCE.items())
-
-
-def same_series(stored_series: int | None, series: int) -> bool:
-    """Whether a note or job of ``stored_series`` belongs to the current series of tries (a retry, not a clear).
-
-    A note of the previous release has none: it is taken as this series (resumed), never paying twice.
-    """
-    return stored_series is None or stored_series == series
-
-
-def adopt_lost_import(
-    hook: DataTablesHook,
-    log: Any,
-    pending: SentImport | None,
-    project: str,
-    *,
-    series: int,
-    shape: Callable[[], FileFacts | None],
-    poll_interval: float,
-    timeout: float | None,
-) -> Job | None:
-    """The job of an earlier try whose import answer was lost but which the service received, on evidence.
-
-    The hook decides (:meth:`~airflow_tables.hooks.tables.DataTablesHook._claim_lost_table`,
-    ``_claim_lost_replacement``): ``None`` when the service shows the file never arrived (send it),
-    the job when a table or read is proven this import's, and a failure without retry naming the
-    candidates when the evidence is not conclusive. ``shape`` finds the file's facts (rows, column
-    names and types) when the note has none (validation did not run, or a note of an older
-    release). A note of a series the user cleared is ignored.
+    :meth:`~airflow_tables.hooks.send_once.SendOnce.earlier` decides; evidence that is not
+    conclusive fails the task without retry, naming the candidates, and nothing is sent.
     """
     from airflow_tables.exceptions import DataTablesImportUncertainError
 
-    if pending is None or pending.project_id != project or not same_series(pending.series, series):
-        return None
-    facts = pending.facts or shape()
-    rows, columns = (facts.rows, len(facts.columns)) if facts is not None else (None, None)
-    # A note of the previous release has no time: the read only has to end after the epoch.
-    sent_at = pending.sent_at or "1970-01-01T00:00:00"
-    wait: dict[str, Any] = {"poll_interval": poll_interval, "timeout": timeout}
     try:
-        if pending.card_id is not None:  # a replacement: did the table start or finish a new read?
-            after = pending.replaced_after
-            landed = hook._claim_lost_replacement(
-                project, pending.card_id, replaced_after=after, sent_at=sent_at, facts=facts, **wait
-            )
-            if not landed:
-                return None
-            log.info("An earlier try's replacement of %s reached the service; not sending it again", pending.card_id)
-            return Job(project, pending.card_id, after, rows=rows, columns=columns, series=series)
-        assert pending.file is not None  # SentImport.from_json made sure
-        found = hook._claim_lost_table(
-            project, pending.file, before=pending.before, sent_at=sent_at, facts=facts, **wait
-        )
+        sent = once.earlier(project, source)
     except DataTablesImportUncertainError as err:
         raise AirflowFailException(f"{err.msg}; not retried") from None
-    if found is None:
+    if sent is None or sent.answer is None:
         return None
-    log.info("An earlier try's import of %s reached the service as %s; not importing again", pending.file, found)
-    return Job(project, found, rows=rows, columns=columns, series=series)
+    rows, columns = (sent.facts.rows, len(sent.facts.columns)) if sent.facts is not None else (None, None)
+    return Job(project, sent.answer, sent.replaced_after, rows=rows, columns=columns, series=once.series)
 
 
 def unchanged(

@@ -37,10 +37,9 @@ from airflow_tables.operators._recovery import (
     NOTES,
     PENDING_KEY,
     Job,
-    SentImport,
-    adopt_lost_import,
     file_stamp,
     forget_cleared_job,
+    job_sent_earlier,
     resumed_job,
     still_read_from_the_same_file,
     stored_job,
@@ -62,6 +61,7 @@ if TYPE_CHECKING:
     from airflow.sdk import Context, ObjectStoragePath, XComArg
     from pydantic import JsonValue
 
+    from airflow_tables.hooks.send_once import SendOnce
     from airflow_tables.model import Look, TableSummary
     from airflow_tables.sources import Source
 
@@ -248,24 +248,14 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
         with opened_source(self) as source:
             checked = check_file(self, context, source)
             project = self.department
-            store = self._store(context)
-            series = task_series(context)
-            job = adopt_lost_import(
-                self.hook,
-                self.log,
-                SentImport.from_json(store.get(PENDING_KEY)),
-                project,
-                series=series,
-                shape=lambda: _shape_of(source),
-                poll_interval=self.poll_interval,
-                timeout=self.timeout,
-            )
+            once = self._send_once(context)
+            job = job_sent_earlier(once, project, source)
             if job is None and checked.fingerprint is not None:
                 job = self._unchanged(project, checked.fingerprint)
             if job is None:
-                job = self._import_once(context, project, store, source, checked)
+                job = self._import_once(context, project, once, source, checked)
             stamp = file_stamp(self.file_path, source)
-        done = replace(job, fingerprint=checked.fingerprint, series=series, stamp=stamp).to_json()
+        done = replace(job, fingerprint=checked.fingerprint, series=once.series, stamp=stamp).to_json()
         return self._store(context).signed(self.external_id_key, done)  # stored by the mixin as it is
 
     def get_job_status(self, external_id: JsonValue, context: Context) -> str:
@@ -343,50 +333,43 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
 
     # -- sending the file once ----------------------------------------------------------------
 
-    def _import_once(self, context: Context, project: str, store: Any, source: Source, checked: Checked) -> Job:
-        """Send the file once, failing without retry on a refusal that no later try could change.
+    def _send_once(self, context: Context) -> SendOnce:
+        """This task instance's one import, sent once across its tries (its note in the durable store)."""
+        from airflow_tables.hooks.send_once import SendOnce
 
-        The note written before sending holds the evidence a retry needs to adopt what this send
-        made (:func:`~airflow_tables.operators._recovery.adopt_lost_import`): the time, the name
-        the file part is sent under, the counts of validation, the series of tries.
-        """
-        from airflow_tables.hooks.tables import now_in_service_time, upload_name
+        return SendOnce(
+            self.hook,
+            self._store(context),
+            PENDING_KEY,
+            series=task_series(context),
+            poll_interval=self.poll_interval,
+            timeout=self.timeout,
+        )
 
-        series = task_series(context)
+    def _import_once(self, context: Context, project: str, once: SendOnce, source: Source, checked: Checked) -> Job:
+        """Send the file once, failing without retry on a refusal that no later try could change."""
+        from airflow_tables.evidence import upload_name
+
+        facts = FileFacts.of(checked.report)
         with refusals_are_final(self, project):
             if self.replaces:
-                return self._replace(context, project, store, source, checked, series)
-            name = upload_name(source.name, self.table_name)
-            refuse_if_mapped_alike(self, context, project, name)
-            before = tuple(self.hook.tables_named_after(project, name))
-            note = SentImport(
-                project,
-                name,
-                before,
-                sent_at=now_in_service_time(),
-                rows=checked.rows,
-                columns=checked.columns,
-                series=series,
-                facts=FileFacts.of(checked.report),
-            )
-            store.set(PENDING_KEY, note.to_json())
-            sent = self.hook._send_csv(project, source, table_name=self.table_name)
-            return Job(project, sent, rows=checked.rows, columns=checked.columns, series=series)
+                return self._replace(context, project, once, source, checked)
+            refuse_if_mapped_alike(self, context, project, upload_name(source.name, self.table_name))
+            sent = once.send_new(project, source, table_name=self.table_name, facts=facts)
+            return Job(project, sent, rows=checked.rows, columns=checked.columns, series=once.series)
 
-    def _replace(
-        self, context: Context, project: str, store: Any, source: Source, checked: Checked, series: int
-    ) -> Job:
+    def _replace(self, context: Context, project: str, once: SendOnce, source: Source, checked: Checked) -> Job:
         """Replace the table's data once it is not being read (the service refuses it meanwhile).
 
         ``send_when_idle`` keeps the replacement rule of :mod:`airflow_tables.model` (a second after
         the look that saw the last read end).
         """
         from airflow_tables.exceptions import DataTablesBusyError, DataTablesConflictError
-        from airflow_tables.hooks.tables import now_in_service_time
 
         card_id = self.card_id
         assert card_id is not None  # check_arguments made sure
         warn_if_mapped_twice(self, context, card_id)
+        facts = FileFacts.of(checked.report)
 
         def send(look: Look) -> Job:
             if look.status is TableStatus.GONE:
@@ -395,20 +378,11 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
             _refuse_if_connected(card_id, table)
             _backfill.check_not_older(self, project, card_id)
             _schema.check_schema(self, project, card_id, source, table, checked.report)
-            replaced_after = table.completion_time if table else None
-            note = SentImport(
-                project,
-                card_id=card_id,
-                replaced_after=replaced_after,
-                sent_at=now_in_service_time(),
-                rows=checked.rows,
-                columns=checked.columns,
-                series=series,
-                facts=FileFacts.of(checked.report),
+            after = table.completion_time if table else None
+            once.send_replacement(
+                project, source, card_id, replaced_after=after, table_name=self.table_name, facts=facts
             )
-            store.set(PENDING_KEY, note.to_json())
-            sent = self.hook._send_csv(project, source, card_id=card_id, table_name=self.table_name)
-            job = Job(project, sent, replaced_after, rows=checked.rows, columns=checked.columns, series=series)
+            job = Job(project, card_id, after, rows=checked.rows, columns=checked.columns, series=once.series)
             _backfill.record_replaced(self, project, card_id)
             return job
 
@@ -472,13 +446,6 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
         card_id = task_instance.xcom_pull(task_ids=task_instance.task_id, key="card_id")
         ref = table_ref(self.department, card_id, service=self.hook.settings.base_url) if card_id else None
         return import_lineage(self.file_path, ref)
-
-
-def _shape_of(source: Source) -> FileFacts | None:
-    """What a file validation did not look at holds (only after a lost answer: one scan)."""
-    from airflow_tables.hooks.tables import file_facts
-
-    return file_facts(source)
 
 
 class DataTablesReplaceOperator(DataTablesImportOperator):

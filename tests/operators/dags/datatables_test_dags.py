@@ -250,7 +250,7 @@ def _import_sibling(context) -> None:
     sibling = context["params"].get("sibling")
     if sibling:
         hook = DataTablesHook()
-        card_id = hook._send_csv(None, sibling)  # a plain client: no note of its own
+        card_id = hook.send_import(None, sibling)  # a plain client: no note of its own
         hook.wait_for_table(None, card_id, poll_interval=0.05, timeout=30)
 
 
