@@ -172,3 +172,10 @@ def test_a_replacement_is_a_candidate_only_once_the_table_shows_a_read_since_the
 def _detail(table: TableSummary, columns: list[tuple[str, str]]) -> TableDetail:
     described = [{"ColumnName": n, "DataType": t} for n, t in columns]
     return TableDetail.from_json({"CardID": table.card_id, "Rows": table.rows, "Processed": True, "Columns": described})
+
+
+def test_a_file_that_could_not_be_counted_proves_nothing():
+    uncounted = SentImport("sales", "orders.csv", (), sent_at=SENT_AT)
+    table = _summary("CRD-9")
+    verdict = judge(uncounted, [(table, _detail(table, COLUMNS))])
+    assert verdict.proven is None and "could not be counted" in verdict.uncertainty()

@@ -83,6 +83,10 @@ class FileFacts:
         return cls(rows, tuple(columns), None if types is None else tuple(types))
 
 
+#: Why nothing can be proven of a file whose rows and columns validation could not count.
+NOT_COUNTED = "the file's rows and columns could not be counted to compare"
+
+
 def _strings(value: object) -> TypeGuard[list[str]]:
     return isinstance(value, list) and all(isinstance(v, str) for v in value)
 
@@ -122,7 +126,7 @@ def unlike(table: TableDetail, facts: FileFacts | None) -> str | None:
     typed them: a same-shape sibling differs in a heading or a column's kind of values.
     """
     if facts is None:
-        return "the file's rows and columns could not be counted to compare"
+        return NOT_COUNTED
     if table.rows != facts.rows:
         return f"it has {table.rows} rows, the file {facts.rows}"
     names = tuple(column.name or "" for column in table.columns)
@@ -341,7 +345,7 @@ def first_doubt(note: SentImport, table: TableSummary) -> str | None:
     if before:
         return f"it was read at {table.completion_time}, before this import was sent at {sent_at}"
     if note.facts is None:
-        return unlike(TableDetail.from_json({}), None)
+        return NOT_COUNTED
     if table.rows != note.facts.rows:
         return f"it has {table.rows} rows, the file {note.facts.rows}"
     return None
@@ -391,7 +395,7 @@ def judge(note: SentImport, read: Sequence[tuple[TableSummary, TableDetail | Non
     of the same name, a refresh by another client), are both worse than asking a person.
     """
     doubts = tuple(
-        (table, first_doubt(note, table) or unlike(detail or TableDetail.from_json({}), note.facts))
+        (table, first_doubt(note, table) or (unlike(detail, note.facts) if detail else "its columns were not fetched"))
         for table, detail in read
     )
     proven = [table for table, why in doubts if why is None]

@@ -1,8 +1,5 @@
-"""What an import keeps for its next try, and the two ways a try avoids paying again.
+"""How a try avoids paying again: the job an earlier try sent, a clear, an unchanged file.
 
-* :class:`Job`: the table a try works on, as a typed value. It is the ``external_id`` of
-  ``ResumableJobMixin`` (kept in the task's durable store between tries, so it must be JSON);
-  anything else found there fails the task instead of being guessed at.
 * :func:`job_sent_earlier`: the job of an earlier try whose file reached the service (its answer
   kept, or its lost answer adopted on evidence by :mod:`airflow_tables.hooks.send_once`).
 * :func:`forget_cleared_job`: a task the user cleared starts a new job; a retry resumes (and so
@@ -14,116 +11,19 @@
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from airflow_tables.model import TableStatus, TableWatch
-from airflow_tables.operators._schema import APPROVAL_KEY
+from airflow_tables.model import TableStatus
+from airflow_tables.operators._job import NOTES, Job
 from airflow_tables.utils.waiting import table_of
 from airflow_tables.version_compat import AirflowFailException
 
 if TYPE_CHECKING:
-    from pydantic import JsonValue
-
     from airflow_tables.hooks.send_once import SendOnce
     from airflow_tables.hooks.tables import DataTablesHook
     from airflow_tables.sources import Source
     from airflow_tables.utils.events import UploadRecord
-
-#: The durable note of the import a task sends (:class:`~airflow_tables.hooks.send_once.SendOnce`).
-PENDING_KEY = "datatables_import_sent"
-#: Every note the import keeps in ``durable_store`` beside its job (removed once the task has ended, or
-#: when a clear starts a new job): the pending import, and a schema change shown for approval.
-NOTES = (PENDING_KEY, APPROVAL_KEY)
-
-
-def _is(value: object, *kinds: type) -> bool:
-    """``isinstance``, except that a JSON boolean is no number."""
-    return bool in kinds if isinstance(value, bool) else isinstance(value, kinds)
-
-
-#: The JSON types of each field of a stored :class:`Job`.
-_JOB_TYPES: dict[str, tuple[type, ...]] = {
-    "project_id": (str,),
-    "card_id": (str,),
-    "replaced_after": (str, type(None)),
-    "accepted_at": (int, float, type(None)),
-    "fingerprint": (str, type(None)),
-    "skipped": (bool,),
-    "rows": (int, type(None)),
-    "columns": (int, type(None)),
-    "series": (int, type(None)),
-    "stamp": (str, type(None)),
-}
-
-
-@dataclass(frozen=True)
-class Job:
-    """The table a try works on: what a retry needs to find it again.
-
-    :param replaced_after: for a replacement, the previous read's ``UploadCompletionTime`` (the
-        watch's replacement rule, :mod:`airflow_tables.model`).
-    :param accepted_at: when the service accepted the file (``time.time()``), for the wait metric.
-    :param fingerprint: the bytes sent (``skip_if_unchanged`` only), recorded on the asset event.
-    :param skipped: nothing was sent: the file is what the table holds already.
-    :param rows: the data rows validation counted in the file (``None`` when not validated): the
-        table's ``Rows`` once read must be this (``on_read_mismatch``). Kept here, so it survives a
-        deferral.
-    :param columns: the columns validation counted, likewise.
-    :param series: the task instance's series of tries that started the job (:func:`task_series`):
-        a later series is a clear, which starts a new job.
-    :param stamp: what the file was when it was sent (:func:`file_stamp`): a clear while the table
-        is still being read from the same file reconnects instead (:func:`forget_cleared_job`).
-    """
-
-    project_id: str
-    card_id: str
-    replaced_after: str | None = None
-    accepted_at: float | None = field(default_factory=time.time)
-    fingerprint: str | None = None
-    skipped: bool = False
-    rows: int | None = None
-    columns: int | None = None
-    series: int | None = None
-    stamp: str | None = None
-
-    @property
-    def watch(self) -> TableWatch:
-        return TableWatch(self.card_id, self.replaced_after)
-
-    def to_json(self) -> dict[str, JsonValue]:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, value: object) -> Job:
-        """The job a try stored; ``ValueError`` for anything this operator did not write."""
-        fields = value if isinstance(value, dict) else None
-        if (
-            fields is None
-            or not {"project_id", "card_id"} <= fields.keys() <= _JOB_TYPES.keys()
-            or not all(_is(v, *_JOB_TYPES[k]) for k, v in fields.items())
-        ):
-            raise ValueError(f"the stored import job {value!r} is not one this operator wrote")
-        return cls(**fields)
-
-
-def stored_job(external_id: object) -> Job:
-    """The job kept in the task's durable store; a store holding anything else fails the task (closed)."""
-    try:
-        return Job.from_json(external_id)
-    except ValueError as err:
-        raise AirflowFailException(str(err)) from None
-
-
-def resumed_job(stored: object, project: str, card_id: str) -> Job:
-    """The job of the try that deferred when the store holds it for this table, else a new record of it."""
-    try:
-        job = Job.from_json(stored)
-    except ValueError:
-        return Job(project, card_id)
-    return job if job.card_id == card_id else Job(project, card_id)
 
 
 def job_sent_earlier(once: SendOnce, project: str, source: Source) -> Job | None:

@@ -8,17 +8,16 @@ from __future__ import annotations
 
 import functools
 import os
-import time
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
-from airflow_tables._durable import SignedStore, durable_store, forgotten_when_ended, task_series
+from airflow_tables._durable import forgotten_when_ended, task_series
 from airflow_tables.assets import table_ref
 from airflow_tables.evidence import FileFacts
-from airflow_tables.links import DataTablesTableLink, table_url
+from airflow_tables.links import DataTablesTableLink
 from airflow_tables.model import TableStatus, check_wait
 from airflow_tables.operators import _backfill, _schema
 from airflow_tables.operators._checks import (
@@ -26,27 +25,20 @@ from airflow_tables.operators._checks import (
     check_arguments,
     check_file,
     check_options,
-    check_read,
-    failed_read,
     opened_source,
     refusals_are_final,
     refuse_if_mapped_alike,
     warn_if_mapped_twice,
 )
+from airflow_tables.operators._job import NOTES, PENDING_KEY, ImportJobSteps, Job
 from airflow_tables.operators._recovery import (
-    NOTES,
-    PENDING_KEY,
-    Job,
     file_stamp,
     forget_cleared_job,
     job_sent_earlier,
-    resumed_job,
     still_read_from_the_same_file,
-    stored_job,
     unchanged,
 )
-from airflow_tables.utils import waiting
-from airflow_tables.utils.events import TABLES_ALIAS, UploadRecord, last_upload, record_upload
+from airflow_tables.utils.events import TABLES_ALIAS, last_upload
 from airflow_tables.utils.tasks import DataTablesTaskMixin
 from airflow_tables.utils.waiting import table_of
 from airflow_tables.version_compat import (
@@ -84,75 +76,58 @@ class _DataTablesOperator(DataTablesTaskMixin, BaseOperator):
         self.datatables_conn_id = datatables_conn_id
 
 
-class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
+class DataTablesImportOperator(ImportJobSteps, ResumableJobMixin, _DataTablesOperator):
     """Import a CSV file as a new table, or as an existing table's new data when ``card_id`` is given.
 
-    The file is validated first (``validate=True``): a file the service would refuse or
-    misread fails the task before any request, so it costs nothing. An optional Great
-    Expectations suite (``expectations``: a suite, an expectation or a list of them, a suite
-    dict, the path of a suite JSON file, or a callable ``configure_expectations(context)``
-    returning one of these) is checked next, also before any request, on the columns it
-    names as the service will type them; its result goes to XCom ``gx_result``, and a failed
-    suite fails the task without retry (see docs/expectations.md). The import itself costs one
-    credit and is sent once: the CardID is kept in the task state store as soon as the
-    service accepts the file, so a retried task re-attaches to that table instead of
-    importing again. The CardID and the table's URL go to XCom before the wait, and the
-    task returns the CardID. Each successful import records an event on the table's asset
-    (:func:`airflow_tables.assets.table_asset`).
+    The file is checked before any request (validation, then an optional Great Expectations
+    suite), so a file the service would refuse or misread costs nothing. The import costs one
+    credit and is sent once across the task's tries (:mod:`airflow_tables.hooks.send_once`); the
+    CardID and the table's URL go to XCom before the wait, the task returns the CardID, and a
+    successful import records an event on the table's asset (:func:`airflow_tables.assets.table_asset`).
+    A retry resumes the job of an earlier try; a task the user cleared starts a new one.
+    See docs/operators.md.
 
     :param file_path: the CSV to upload (templated): a local path, an ``airflow.sdk.ObjectStoragePath``
-        or a URI such as ``s3://aws_conn@bucket/key.csv`` (see docs/sources.md).
-    :param table_name: the name people see (templated): the file part is sent as
-        ``<table_name>.csv`` and the service names the table after it. Default: the file's base name.
-    :param encoding: the file's encoding, a Python codec name such as ``cp1252`` or ``utf-16``; the
-        file is checked in it and sent as UTF-8. Default: the file must be UTF-8.
-    :param allowed_sources: where ``file_path`` may point (not templated, so no trigger can change
-        it): prefixes such as ``/data/incoming`` or ``s3://aws_default@landing/incoming/``. The
-        file must also be inside ``[datatables] allowed_sources`` when that is set: this narrows
-        it, never widens it. A file outside fails the task before any request, without retry
-        (docs/sources.md, "Security").
-    :param project_id: the department (templated); when left out, the connection's
-        ``project_id``. An explicit empty value fails the task.
-    :param card_id: a table of the department whose data to replace (templated). When it
-        is given but renders empty (``""``, ``None``), the task fails before any request
-        instead of creating a new table.
+        or a URI such as ``s3://aws_conn@bucket/key.csv`` (docs/sources.md).
+    :param project_id: the department (templated); default: the connection's ``project_id``. An
+        explicit empty value fails the task.
+    :param card_id: a table of the department whose data to replace (templated). Given but rendered
+        empty (``""``, ``None``), the task fails before any request instead of making a new table.
+    :param validate: check the file against the service's CSV rules first (docs/validation.md).
+    :param expectations: a Great Expectations suite, expectation, list of them, suite dict, suite JSON
+        path, or a callable ``configure_expectations(context)`` returning one; checked before any
+        request on the columns as the service will type them; the result goes to XCom ``gx_result``
+        and a failed suite fails the task without retry (docs/expectations.md).
     :param wait_for_completion: wait until the service has read the file (``Processed``).
-    :param deferrable: wait in the triggerer instead of on a worker. (A replacement's wait
-        for an earlier read to end, before the file is sent, always runs on the worker.)
+    :param deferrable: wait in the triggerer instead of on a worker (a replacement's wait for an
+        earlier read to end, before the file is sent, always runs on the worker).
     :param poll_interval: seconds between looks at the department while waiting (> 0).
-    :param timeout: seconds to wait for the table to be read before the try fails (a retry
-        waits on the same table); ``None`` waits without a deadline.
-    :param conflict_retries: how many times a replacement refused because the table is
-        being read again is waited out and sent again.
-    :param skip_if_unchanged: for a replacement (a ``card_id``): send nothing, spend no
-        credit, record no asset event, when the file's bytes are those this provider last
-        uploaded to the table and the table has not been refreshed since (its
-        ``UploadCompletionTime`` is the one seen after that upload). The record is the
-        table's last asset event, so it is shared by every DAG that feeds the table.
-    :param on_read_mismatch: once the service has read a validated file, the table's ``Rows`` and
-        number of ``Columns`` must be what validation counted. ``"fail"``: otherwise the task fails
-        with :class:`~airflow_tables.exceptions.DataTablesReadMismatchError`, without retry (the
-        table exists and the credit is spent); ``"warn"``: it logs the difference and succeeds (the
-        upload is then not recorded as the table's data for ``skip_if_unchanged``).
-
-    A retry resumes the job of an earlier try (never paying twice); a task the user cleared
-    starts a new job: the file is checked and sent again (subject to ``skip_if_unchanged``).
-    :param on_schema_change: for a replacement: before the file is sent, its columns (named and
-        typed as the service will read them) are compared with the table's (a fetch, no credit).
-        ``"allow_new_columns"`` lets new columns through and fails the task, without retry and
-        before any paid request, on a column removed, renamed or retyped, listing each;
-        ``"fail"`` refuses any difference (reordered columns too); ``"allow"`` checks nothing;
-        ``"approve"`` asks a person in the Airflow UI (human-in-the-loop) and waits, deferred:
-        approved, the file is sent; rejected or unanswered, nothing is (docs/operators.md, "Safe writes").
-    :param approval_timeout: seconds an ``"approve"`` question waits for its answer (``None``: no
-        limit); no answer fails the task, sending nothing.
-    :param if_older: for a replacement from a run whose logical date is older than that of the
-        run that last replaced the table through this provider (any DAG): ``"skip"`` the task,
-        ``"fail"`` it, or ``"replace"`` anyway. Nothing is sent when held back.
-    :param partition_key: the partition the table's asset event is for (templated), so that
-        partitioned consumers run once per partition; by default a partitioned run's own key
-        (Airflow 3.2+). A key other than the run's needs Airflow 3.3; where it cannot be given to
-        the event (3.1, 3.2) the task warns and the key is only kept in the event's extras.
+    :param timeout: seconds to wait for the read before the try fails (a retry waits on the same
+        table); ``None``: no deadline.
+    :param conflict_retries: how many times a replacement refused because a read started is waited
+        out and sent again.
+    :param skip_if_unchanged: for a replacement: send nothing, spend no credit and record no asset
+        event when the file's bytes are those this provider last uploaded to the table and nobody
+        refreshed it since (the record is the table's last asset event, shared by every DAG).
+    :param encoding: the file's encoding, a Python codec name such as ``cp1252``; checked in it and
+        sent as UTF-8. Default: the file must be UTF-8.
+    :param allowed_sources: prefixes ``file_path`` must be under (not templated), narrowing
+        ``[datatables] allowed_sources``; a file outside fails before any request, without retry.
+    :param table_name: the name people see (templated): the file part is sent as ``<table_name>.csv``
+        and the service names the table after it. Default: the file's base name.
+    :param on_read_mismatch: once read, the table's ``Rows`` and number of ``Columns`` must be what
+        validation counted: ``"fail"`` (:class:`~airflow_tables.exceptions.DataTablesReadMismatchError`,
+        no retry) or ``"warn"`` (logged; the upload is not recorded for ``skip_if_unchanged``).
+    :param on_schema_change: for a replacement, the file's columns against the table's, before the
+        send: ``"allow_new_columns"`` (fail on a column removed, renamed or retyped), ``"fail"`` (any
+        difference), ``"allow"``, or ``"approve"`` (a person answers in the Airflow UI, deferred).
+    :param approval_timeout: seconds an ``"approve"`` question waits (``None``: no limit); no answer
+        fails the task, sending nothing.
+    :param if_older: for a replacement from a run whose logical date is older than the run that last
+        replaced the table through this provider: ``"skip"``, ``"fail"`` or ``"replace"`` anyway.
+    :param partition_key: the partition the asset event is for (templated); default: a partitioned
+        run's own key (Airflow 3.2+). Another key needs Airflow 3.3 (below, kept in the extras only).
+    :param datatables_conn_id: the ``datatables`` connection (base URL and API key).
     """
 
     template_fields: Sequence[str] = ("project_id", "file_path", "card_id", "table_name", "partition_key")
@@ -258,78 +233,9 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
         done = replace(job, fingerprint=checked.fingerprint, series=once.series, stamp=stamp).to_json()
         return self._store(context).signed(self.external_id_key, done)  # stored by the mixin as it is
 
-    def get_job_status(self, external_id: JsonValue, context: Context) -> str:
-        job = self._job_of(external_id, context)
-        return self.hook.look(job.project_id, job.watch).status.value
-
-    def is_job_active(self, status: str) -> bool:
-        # A table read badly counts as "active" so that the retry reports the failure
-        # (poll_until_complete) instead of paying for the same file again.
-        return status in (TableStatus.BEING_READ.value, TableStatus.FAILED.value)
-
-    def is_job_succeeded(self, status: str) -> bool:
-        return status == TableStatus.READY.value
-
-    def poll_until_complete(self, external_id: JsonValue, context: Context) -> None:
-        """Wait for the table (the CardID it ends with is the published job's, see ``execute``)."""
-        job = self._publish(context, self._job_of(external_id, context))
-        if not self.wait_for_completion or job.skipped:
-            return
-        look = self.hook.look(job.project_id, job.watch)  # a finished table never defers
-        if not look.status.is_terminal and self.deferrable:
-            self.log.info("Table %s is being read; deferring the wait to the triggerer", job.card_id)
-            waiting.defer(
-                self,
-                conn_id=self.datatables_conn_id,
-                project_id=job.project_id,
-                watch=look.watch,
-                poll_interval=self.poll_interval,
-                timeout=self.timeout,
-            )
-        if not look.status.is_terminal:
-            look = self.hook.wait_for_table(
-                job.project_id, look.watch, poll_interval=self.poll_interval, timeout=self.timeout
-            )
-        if look.status is TableStatus.FAILED:
-            failed_read(self, job.project_id, job.card_id)
-        self._table = table_of(waiting.finished(look, job.project_id))
-        waiting.log_ready(self.log, job.card_id, self._table)
-        self._read_as_counted = check_read(self, job, self._table)
-
-    def get_job_result(self, external_id: JsonValue, context: Context) -> str:
-        return self._publish(context, self._job_of(external_id, context)).card_id
-
-    def execute_complete(self, context: Context, event: dict[str, Any]) -> str:
-        """Resume after the trigger: the CardID when the table was read well, else fail closed."""
-        with forgotten_when_ended(context, self, NOTES):
-            if isinstance(event, dict) and event.get("status") == TableStatus.FAILED.value and event.get("card_id"):
-                failed_read(self, self.department, str(event["card_id"]))
-            self._table = table_of(waiting.resolve_event(event))
-            card_id = event["card_id"]
-            waiting.log_ready(self.log, card_id, self._table)
-            # The job kept by the try that deferred (its fingerprint, when it was accepted, validation's counts).
-            job = resumed_job(self._store(context).get(self.external_id_key), self.department, card_id)
-            self._read_as_counted = check_read(self, job, self._table)
-            self._record(context, job)
-            return card_id
-
     def execute_schema_approval(self, context: Context, event: dict[str, Any]) -> str:
         """Resume after a person answered the ``on_schema_change="approve"`` form: send on approval, else fail."""
         return _schema.resume(self, context, event)
-
-    # -- what a try keeps for the next -----------------------------------------------------------
-
-    def _store(self, context: Context) -> SignedStore:
-        """The task instance's durable store, its values signed with the connection's key (see ``_durable``)."""
-        return durable_store(context, self.hook.settings.api_key, self.log)
-
-    def is_job_authentic(self, external_id: JsonValue, context: Context) -> bool:
-        """Whether the job the store holds was signed for this task instance (see ``_durable.SignedStore``)."""
-        return self._store(context).opened(self.external_id_key, external_id) is not None
-
-    def _job_of(self, external_id: JsonValue, context: Context) -> Job:
-        """The job ``ResumableJobMixin`` kept: verified (``execute`` dropped one that was not), then typed."""
-        return stored_job(self._store(context).opened(self.external_id_key, external_id))
 
     # -- sending the file once ----------------------------------------------------------------
 
@@ -406,46 +312,6 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
         settings = self.hook.settings
         record = last_upload(table_ref(project, self.card_id, service=settings.base_url), settings.api_key)
         return unchanged(self.hook, self.log, record, project, self.card_id, fingerprint)
-
-    # -- what the task leaves behind ----------------------------------------------------------
-
-    def _publish(self, context: Context, job: Job) -> Job:
-        """Push the CardID and the table's URL (the "Open table" button) once per try, before any wait."""
-        if self._job is None or self._job.card_id != job.card_id:
-            ti = context["ti"]
-            ti.xcom_push(key="card_id", value=job.card_id)
-            # Pushed even when empty: a link with no XCom at all logs an error when the task ends.
-            url = table_url(self.hook.settings.app_url, job.project_id, job.card_id)
-            ti.xcom_push(key=DataTablesTableLink().xcom_key, value=url or "")
-        self._job = job
-        return job
-
-    def _record(self, context: Context, job: Job) -> None:
-        """Record the upload on the table's asset (utils/events.py) and how long its read took.
-
-        Nothing is recorded for a skipped replacement: DAGs scheduled on the asset must not
-        run for data that did not change.
-        """
-        if job.skipped:
-            return
-        ref = table_ref(self.department, job.card_id, service=self.hook.settings.base_url)
-        # A read that differs from the file's counts (on_read_mismatch="warn") may be another client's:
-        # without a fingerprint the event is no record of this file, so skip_if_unchanged never skips on it.
-        fingerprint = job.fingerprint if self._read_as_counted else None
-        record = UploadRecord.of(ref, self._table, replaced=self.replaces, fingerprint=fingerprint)
-        record_upload(context, ref, record, partition_key=self.partition_key, secret=self.hook.settings.api_key)
-        if self.wait_for_completion and job.accepted_at is not None:
-            from airflow_tables.metrics import timing
-
-            timing("wait_seconds", max(0.0, time.time() - job.accepted_at), project_id=ref.project_id)
-
-    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
-        """The uploaded file as input and the table as output (called by the OpenLineage provider only)."""
-        from airflow_tables.utils.openlineage import import_lineage
-
-        card_id = task_instance.xcom_pull(task_ids=task_instance.task_id, key="card_id")
-        ref = table_ref(self.department, card_id, service=self.hook.settings.base_url) if card_id else None
-        return import_lineage(self.file_path, ref)
 
 
 class DataTablesReplaceOperator(DataTablesImportOperator):

@@ -1,0 +1,262 @@
+"""The job an import works on, and its life after the send: waited on, published, recorded.
+
+* :class:`Job`: the table a try works on, as a typed value. It is the ``external_id`` of
+  ``ResumableJobMixin`` (kept in the task's durable store between tries, so it must be JSON);
+  anything else found there fails the task instead of being guessed at.
+* :class:`ImportJobSteps`: ``ResumableJobMixin``'s steps for it (its status, the wait for the
+  read, in the triggerer when ``deferrable``), the CardID and the table's URL pushed before the
+  wait, and the asset event once the read is checked. The import operator decides what to send
+  (:mod:`airflow_tables.operators.tables`); what happens to the table after is here.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from airflow_tables._durable import SignedStore, durable_store, forgotten_when_ended
+from airflow_tables.assets import table_ref
+from airflow_tables.links import DataTablesTableLink, table_url
+from airflow_tables.model import TableStatus, TableWatch
+from airflow_tables.operators._checks import check_read, failed_read
+from airflow_tables.operators._schema import APPROVAL_KEY
+from airflow_tables.utils import waiting
+from airflow_tables.utils.events import UploadRecord, record_upload
+from airflow_tables.utils.waiting import table_of
+from airflow_tables.version_compat import AirflowFailException
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+    from pydantic import JsonValue
+
+    from airflow_tables.hooks.tables import DataTablesHook
+    from airflow_tables.model import TableSummary
+
+#: The durable note of the import a task sends (:class:`~airflow_tables.hooks.send_once.SendOnce`).
+PENDING_KEY = "datatables_import_sent"
+#: Every note the import keeps in ``durable_store`` beside its job (removed once the task has ended, or
+#: when a clear starts a new job): the pending import, and a schema change shown for approval.
+NOTES = (PENDING_KEY, APPROVAL_KEY)
+
+
+def _is(value: object, *kinds: type) -> bool:
+    """``isinstance``, except that a JSON boolean is no number."""
+    return bool in kinds if isinstance(value, bool) else isinstance(value, kinds)
+
+
+#: The JSON types of each field of a stored :class:`Job`.
+_JOB_TYPES: dict[str, tuple[type, ...]] = {
+    "project_id": (str,),
+    "card_id": (str,),
+    "replaced_after": (str, type(None)),
+    "accepted_at": (int, float, type(None)),
+    "fingerprint": (str, type(None)),
+    "skipped": (bool,),
+    "rows": (int, type(None)),
+    "columns": (int, type(None)),
+    "series": (int, type(None)),
+    "stamp": (str, type(None)),
+}
+
+
+@dataclass(frozen=True)
+class Job:
+    """The table a try works on: what a retry needs to find it again.
+
+    :param replaced_after: for a replacement, the previous read's ``UploadCompletionTime`` (the
+        watch's replacement rule, :mod:`airflow_tables.model`).
+    :param accepted_at: when the service accepted the file (``time.time()``), for the wait metric.
+    :param fingerprint: the bytes sent (``skip_if_unchanged`` only), recorded on the asset event.
+    :param skipped: nothing was sent: the file is what the table holds already.
+    :param rows: the data rows validation counted in the file (``None`` when not validated): the
+        table's ``Rows`` once read must be this (``on_read_mismatch``). Kept here, so it survives a
+        deferral.
+    :param columns: the columns validation counted, likewise.
+    :param series: the task instance's series of tries that started the job (:func:`task_series`):
+        a later series is a clear, which starts a new job.
+    :param stamp: what the file was when it was sent (:func:`file_stamp`): a clear while the table
+        is still being read from the same file reconnects instead (:func:`forget_cleared_job`).
+    """
+
+    project_id: str
+    card_id: str
+    replaced_after: str | None = None
+    accepted_at: float | None = field(default_factory=time.time)
+    fingerprint: str | None = None
+    skipped: bool = False
+    rows: int | None = None
+    columns: int | None = None
+    series: int | None = None
+    stamp: str | None = None
+
+    @property
+    def watch(self) -> TableWatch:
+        return TableWatch(self.card_id, self.replaced_after)
+
+    def to_json(self) -> dict[str, JsonValue]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, value: object) -> Job:
+        """The job a try stored; ``ValueError`` for anything this operator did not write."""
+        fields = value if isinstance(value, dict) else None
+        if (
+            fields is None
+            or not {"project_id", "card_id"} <= fields.keys() <= _JOB_TYPES.keys()
+            or not all(_is(v, *_JOB_TYPES[k]) for k, v in fields.items())
+        ):
+            raise ValueError(f"the stored import job {value!r} is not one this operator wrote")
+        return cls(**fields)
+
+
+def stored_job(external_id: object) -> Job:
+    """The job kept in the task's durable store; a store holding anything else fails the task (closed)."""
+    try:
+        return Job.from_json(external_id)
+    except ValueError as err:
+        raise AirflowFailException(str(err)) from None
+
+
+def resumed_job(stored: object, project: str, card_id: str) -> Job:
+    """The job of the try that deferred when the store holds it for this table, else a new record of it."""
+    try:
+        job = Job.from_json(stored)
+    except ValueError:
+        return Job(project, card_id)
+    return job if job.card_id == card_id else Job(project, card_id)
+
+
+class ImportJobSteps:
+    """``ResumableJobMixin``'s steps for an import's :class:`Job`, and what the task leaves behind.
+
+    Mixed into :class:`~airflow_tables.operators.tables.DataTablesImportOperator`, whose
+    arguments it reads; ``_job`` is the job this try published, ``_table`` the table as the
+    wait's last look saw it read, ``_read_as_counted`` False once a read differed from
+    validation's counts (``on_read_mismatch="warn"``).
+    """
+
+    # What it reads of the operator (its arguments and the base classes').
+    hook: DataTablesHook
+    log: Any
+    task_id: str
+    department: str
+    datatables_conn_id: str
+    external_id_key: str
+    file_path: Any
+    replaces: bool
+    wait_for_completion: bool
+    deferrable: bool
+    poll_interval: float
+    timeout: float | None
+    partition_key: str | None
+    _job: Job | None
+    _table: TableSummary | None
+    _read_as_counted: bool
+
+    def get_job_status(self, external_id: JsonValue, context: Context) -> str:
+        job = self._job_of(external_id, context)
+        return self.hook.look(job.project_id, job.watch).status.value
+
+    def is_job_active(self, status: str) -> bool:
+        # A table read badly counts as "active" so that the retry reports the failure
+        # (poll_until_complete) instead of paying for the same file again.
+        return status in (TableStatus.BEING_READ.value, TableStatus.FAILED.value)
+
+    def is_job_succeeded(self, status: str) -> bool:
+        return status == TableStatus.READY.value
+
+    def poll_until_complete(self, external_id: JsonValue, context: Context) -> None:
+        """Wait for the table (the CardID it ends with is the published job's, see ``execute``)."""
+        job = self._publish(context, self._job_of(external_id, context))
+        if not self.wait_for_completion or job.skipped:
+            return
+        look = self.hook.look(job.project_id, job.watch)  # a finished table never defers
+        if not look.status.is_terminal and self.deferrable:
+            self.log.info("Table %s is being read; deferring the wait to the triggerer", job.card_id)
+            waiting.defer(
+                self,
+                conn_id=self.datatables_conn_id,
+                project_id=job.project_id,
+                watch=look.watch,
+                poll_interval=self.poll_interval,
+                timeout=self.timeout,
+            )
+        if not look.status.is_terminal:
+            look = self.hook.wait_for_table(
+                job.project_id, look.watch, poll_interval=self.poll_interval, timeout=self.timeout
+            )
+        if look.status is TableStatus.FAILED:
+            failed_read(self, job.project_id, job.card_id)
+        self._table = table_of(waiting.finished(look, job.project_id))
+        waiting.log_ready(self.log, job.card_id, self._table)
+        self._read_as_counted = check_read(self, job, self._table)
+
+    def get_job_result(self, external_id: JsonValue, context: Context) -> str:
+        return self._publish(context, self._job_of(external_id, context)).card_id
+
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> str:
+        """Resume after the trigger: the CardID when the table was read well, else fail closed."""
+        with forgotten_when_ended(context, self, NOTES):
+            if isinstance(event, dict) and event.get("status") == TableStatus.FAILED.value and event.get("card_id"):
+                failed_read(self, self.department, str(event["card_id"]))
+            self._table = table_of(waiting.resolve_event(event))
+            card_id = event["card_id"]
+            waiting.log_ready(self.log, card_id, self._table)
+            # The job kept by the try that deferred (its fingerprint, when it was accepted, validation's counts).
+            job = resumed_job(self._store(context).get(self.external_id_key), self.department, card_id)
+            self._read_as_counted = check_read(self, job, self._table)
+            self._record(context, job)
+            return card_id
+
+    def _store(self, context: Context) -> SignedStore:
+        """The task instance's durable store, its values signed with the connection's key (see ``_durable``)."""
+        return durable_store(context, self.hook.settings.api_key, self.log)
+
+    def is_job_authentic(self, external_id: JsonValue, context: Context) -> bool:
+        """Whether the job the store holds was signed for this task instance (see ``_durable.SignedStore``)."""
+        return self._store(context).opened(self.external_id_key, external_id) is not None
+
+    def _job_of(self, external_id: JsonValue, context: Context) -> Job:
+        """The job ``ResumableJobMixin`` kept: verified (``execute`` dropped one that was not), then typed."""
+        return stored_job(self._store(context).opened(self.external_id_key, external_id))
+
+    # -- what the task leaves behind ----------------------------------------------------------
+
+    def _publish(self, context: Context, job: Job) -> Job:
+        """Push the CardID and the table's URL (the "Open table" button) once per try, before any wait."""
+        if self._job is None or self._job.card_id != job.card_id:
+            ti = context["ti"]
+            ti.xcom_push(key="card_id", value=job.card_id)
+            # Pushed even when empty: a link with no XCom at all logs an error when the task ends.
+            url = table_url(self.hook.settings.app_url, job.project_id, job.card_id)
+            ti.xcom_push(key=DataTablesTableLink().xcom_key, value=url or "")
+        self._job = job
+        return job
+
+    def _record(self, context: Context, job: Job) -> None:
+        """Record the upload on the table's asset (utils/events.py) and how long its read took.
+
+        Nothing is recorded for a skipped replacement: DAGs scheduled on the asset must not
+        run for data that did not change.
+        """
+        if job.skipped:
+            return
+        ref = table_ref(self.department, job.card_id, service=self.hook.settings.base_url)
+        # A read that differs from the file's counts (on_read_mismatch="warn") may be another client's:
+        # without a fingerprint the event is no record of this file, so skip_if_unchanged never skips on it.
+        fingerprint = job.fingerprint if self._read_as_counted else None
+        record = UploadRecord.of(ref, self._table, replaced=self.replaces, fingerprint=fingerprint)
+        record_upload(context, ref, record, partition_key=self.partition_key, secret=self.hook.settings.api_key)
+        if self.wait_for_completion and job.accepted_at is not None:
+            from airflow_tables.metrics import timing
+
+            timing("wait_seconds", max(0.0, time.time() - job.accepted_at), project_id=ref.project_id)
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """The uploaded file as input and the table as output (called by the OpenLineage provider only)."""
+        from airflow_tables.utils.openlineage import import_lineage
+
+        card_id = task_instance.xcom_pull(task_ids=task_instance.task_id, key="card_id")
+        ref = table_ref(self.department, card_id, service=self.hook.settings.base_url) if card_id else None
+        return import_lineage(self.file_path, ref)
