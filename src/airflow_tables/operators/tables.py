@@ -49,7 +49,6 @@ from airflow_tables.operators._recovery import (
 from airflow_tables.utils import waiting
 from airflow_tables.utils.events import TABLES_ALIAS, UploadRecord, last_upload, record_upload
 from airflow_tables.utils.tasks import DataTablesTaskMixin
-from airflow_tables.utils.waiting import table_of
 from airflow_tables.version_compat import (
     AirflowException,
     AirflowFailException,
@@ -302,7 +301,7 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
             )
         if look.status is TableStatus.FAILED:
             failed_read(self, job.project_id, job.card_id)
-        self._table = table_of(waiting.finished(look, job.project_id))
+        self._table = waiting.finished(look, job.project_id)
         waiting.log_ready(self.log, job.card_id, self._table)
         self._read_as_counted = check_read(self, job, self._table)
 
@@ -314,7 +313,7 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
         with forgotten_when_ended(context, self, NOTES):
             if isinstance(event, dict) and event.get("status") == TableStatus.FAILED.value and event.get("card_id"):
                 failed_read(self, self.department, str(event["card_id"]))
-            self._table = table_of(waiting.resolve_event(event))
+            self._table = waiting.resolve_event(event)
             card_id = event["card_id"]
             waiting.log_ready(self.log, card_id, self._table)
             # The job kept by the try that deferred (its fingerprint, when it was accepted, validation's counts).
@@ -391,7 +390,7 @@ class DataTablesImportOperator(ResumableJobMixin, _DataTablesOperator):
         def send(look: Look) -> Job:
             if look.status is TableStatus.GONE:
                 raise AirflowFailException(f"cannot replace {card_id}: it is not in department {project}")
-            table = table_of(look.summary)
+            table = look.table
             _refuse_if_connected(card_id, table)
             _backfill.check_not_older(self, project, card_id)
             _schema.check_schema(self, project, card_id, source, table, checked.report)
@@ -564,7 +563,7 @@ class DataTablesDeleteOperator(_DataTablesOperator):
         def delete(look: Look) -> None:
             if look.status is TableStatus.GONE:
                 return self._missing(project)
-            table = table_of(look.summary)
+            table = look.table
             if table is not None:
                 seen[:] = [table]
             if table is not None and table.locked_from_delete is True:  # read, and still locked: a live connection
