@@ -9,12 +9,13 @@ This module is the only code outside the emulator that reads the service's field
 (besides the hook's request builders, which write form fields). Everything else asks it:
 
 * :class:`TableSummary` and :class:`TableDetail` (with :class:`Column`): a summary or a
-  fetched table, typed, read from the JSON the hook returns (``from_json``). The hook keeps
-  returning the JSON itself (plain dicts keyed by the service's names go straight into XCom);
-  code that needs a field reads it through these.
+  fetched table, typed, read once where the hook receives the answer (``from_json``). They
+  are what the code inside passes around (the hook's typed methods, looks, triggers, the
+  page); each keeps the service's object it was read from, and ``to_json()`` gives it back
+  unchanged for the hook's dict-returning public methods, XCom and trigger events.
 * :class:`TableStatus`: being read, ready, failed or gone, from ``Processed`` and
-  ``SuccessfulUpload`` alone (only the JSON ``true`` counts), with the label and order people
-  see (the UI uses both).
+  ``SuccessfulUpload`` alone (only the JSON ``true`` counts), decided in one place
+  (:meth:`TableStatus.of`), with the label and order people see (the UI uses both).
 * :class:`TableWatch` and :class:`RefreshWatch`: one waiter's knowledge between looks.
 
 It does no I/O (it only reads the monotonic clock to stamp a look). The hook's sync wait, the
@@ -37,7 +38,7 @@ never seen in progress, its completion time is later than the previous one.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from enum import Enum
@@ -56,18 +57,18 @@ class TableStatus(str, Enum):
     GONE = "gone"
 
     @classmethod
-    def from_summary(cls, summary: Mapping[str, Any] | None) -> TableStatus:
-        """The status a summary (or detail) shows; ``None`` means the table is not there.
+    def of(cls, table: TableSummary | None) -> TableStatus:
+        """The status a table shows (the one ladder); ``None`` means the table is not there.
 
-        Only the JSON ``true`` counts: a string such as ``"false"`` must not read as
-        finished, and a summary that is not an object reads as still being read (the next
-        look decides).
+        Only the JSON ``true`` counts (the typed fields are ``None`` for anything else): a
+        ``Processed`` of ``"true"`` reads as still being read (the next look decides), and a
+        ``SuccessfulUpload`` that is not ``true`` as failed once the table is processed.
         """
-        if summary is None:
+        if table is None:
             return cls.GONE
-        if not isinstance(summary, Mapping) or summary.get("Processed") is not True:
+        if table.processed is not True:
             return cls.BEING_READ
-        return cls.READY if summary.get("SuccessfulUpload") is True else cls.FAILED
+        return cls.READY if table.successful_upload is True else cls.FAILED
 
     @property
     def is_terminal(self) -> bool:
@@ -119,6 +120,10 @@ class TableSummary:
 
     Read tolerantly: a field missing or of the wrong JSON type reads as ``None``, never as a
     plausible value (a ``"false"`` string is not false). Only ``card_id`` is required.
+
+    ``json`` is the service's object the table was read from (empty for one built in code):
+    :meth:`to_json` hands it back as it came, unknown fields included, so the hook's public
+    methods return exactly what the service said. It is not compared, and not to be changed.
     """
 
     card_id: str
@@ -131,18 +136,28 @@ class TableSummary:
     connector_status: str | None = None
     completion_time: str | None = None
     locked_from_delete: bool | None = None
+    json: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def from_json(cls, body: Mapping[str, Any]) -> TableSummary:
-        """Read a summary (an element of ``Cards``, or a fetched table's head)."""
-        return cls(**_summary_fields(body))
+        """Read a summary (an element of ``Cards``); ``ValueError`` when it names no table."""
+        return cls(**_summary_fields(body), json=dict(body))
+
+    def to_json(self) -> dict[str, Any]:
+        """The table as the service wrote it (a copy): the edge to plain dicts, for XCom and the public methods.
+
+        A table built in code, not read, gives its known fields under the service's names.
+        """
+        if self.json:
+            return dict(self.json)
+        return {
+            wire: value for name, (wire, _) in _SUMMARY_FIELDS.items() if (value := getattr(self, name)) is not None
+        }
 
     @property
     def status(self) -> TableStatus:
         """Being read, ready or failed (a summary in hand is never gone)."""
-        if self.processed is not True:
-            return TableStatus.BEING_READ
-        return TableStatus.READY if self.successful_upload is True else TableStatus.FAILED
+        return TableStatus.of(self)
 
     @property
     def fed_by_live_connection(self) -> bool:
@@ -150,22 +165,34 @@ class TableSummary:
         return self.locked_from_delete is True or self.connector_status == "active"
 
 
+def _filled(value: object) -> str | None:
+    """A non-empty string, or ``None`` (the seed does not say whether an unused field is empty or null)."""
+    return _text(value) or None
+
+
+#: Each summary attribute: the service's field name, and how its value is read.
+_SUMMARY_FIELDS: dict[str, tuple[str, Callable[[object], Any]]] = {
+    "card_id": ("CardID", _text),
+    "name": ("CardName", _text),
+    "rows": ("Rows", _count),
+    "domain": ("Domain", _text),
+    "processed": ("Processed", _flag),
+    "successful_upload": ("SuccessfulUpload", _flag),
+    "connector_source": ("ConnectorSource", _filled),
+    "connector_status": ("ConnectorStatus", _filled),
+    "completion_time": ("UploadCompletionTime", _filled),
+    "locked_from_delete": ("LockedFromDelete", _flag),
+}
+#: The fields a fetched table has beyond its summary (left out of :attr:`TableDetail.summary`).
+_DETAIL_ONLY = ("Description", "Columns")
+
+
 def _summary_fields(body: Mapping[str, Any]) -> dict[str, Any]:
-    card_id = body.get("CardID")
-    if not isinstance(card_id, str):
-        raise ValueError(f"a table summary without a CardID string: {sorted(body)}")
-    return {
-        "card_id": card_id,
-        "name": _text(body.get("CardName")),
-        "rows": _count(body.get("Rows")),
-        "domain": _text(body.get("Domain")),
-        "processed": _flag(body.get("Processed")),
-        "successful_upload": _flag(body.get("SuccessfulUpload")),
-        "connector_source": _text(body.get("ConnectorSource")) or None,
-        "connector_status": _text(body.get("ConnectorStatus")) or None,
-        "completion_time": _text(body.get("UploadCompletionTime")) or None,
-        "locked_from_delete": _flag(body.get("LockedFromDelete")),
-    }
+    if not isinstance(body, Mapping) or not isinstance(body.get("CardID"), str):
+        raise ValueError(
+            f"a table summary without a CardID string: {sorted(body) if isinstance(body, Mapping) else body!r}"
+        )
+    return {name: read(body.get(wire)) for name, (wire, read) in _SUMMARY_FIELDS.items()}
 
 
 @dataclass(frozen=True)
@@ -193,12 +220,20 @@ class TableDetail(TableSummary):
 
     @classmethod
     def from_json(cls, body: Mapping[str, Any]) -> TableDetail:
+        """Read a fetched table (the envelope already removed); ``ValueError`` when it names no table."""
         columns = body.get("Columns")
         return cls(
             **_summary_fields(body),
-            description=_text(body.get("Description")) or None,
+            json=dict(body),
+            description=_filled(body.get("Description")),
             columns=tuple(Column.from_json(c) for c in columns) if isinstance(columns, list) else (),
         )
+
+    @property
+    def summary(self) -> TableSummary:
+        """The table as the list shows it: without ``Description`` and ``Columns``."""
+        head = {name: getattr(self, name) for name in _SUMMARY_FIELDS}
+        return TableSummary(**head, json={k: v for k, v in self.json.items() if k not in _DETAIL_ONLY})
 
 
 def cards_of(body: Mapping[str, Any]) -> list[dict[str, Any]] | None:
@@ -214,39 +249,44 @@ def card_id_of(body: Mapping[str, Any]) -> str | None:
     return _text(body.get("CardID"))
 
 
-def by_card_id(cards: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """A listing's summaries (as :func:`cards_of` returns them) by their CardID."""
-    return {card["CardID"]: card for card in cards}
-
-
-def summary_of(detail: Mapping[str, Any]) -> dict[str, Any]:
-    """A fetched table's summary, as the list shows it: the detail without ``Description`` and ``Columns``."""
-    return {k: v for k, v in detail.items() if k not in ("Description", "Columns")}
+def by_card_id(tables: Iterable[TableSummary]) -> dict[str, TableSummary]:
+    """A listing's tables by their CardID."""
+    return {table.card_id: table for table in tables}
 
 
 @dataclass(frozen=True)
 class Look:
-    """The answer to one look at a table: its status, the summary seen, and the watch to carry on.
+    """The answer to one look at a table: its status, the table seen, and the watch to carry on.
 
-    ``seen_at`` (``time.monotonic()``) lets a replacement keep :data:`REPLACEMENT_SPACING`
-    after the look that found the table idle.
+    ``table`` is ``None`` when the table is not in the department. ``seen_at``
+    (``time.monotonic()``) lets a replacement keep :data:`REPLACEMENT_SPACING` after the look
+    that found the table idle.
     """
 
     status: TableStatus
-    summary: dict[str, Any] | None
+    table: TableSummary | None
     watch: TableWatch
     seen_at: float = field(default_factory=time.monotonic, compare=False)
 
     @property
+    def summary(self) -> dict[str, Any] | None:
+        """The table seen as the service wrote it (a copy; ``None`` when it is not there): the public edge."""
+        return None if self.table is None else self.table.to_json()
+
+    @property
+    def idle_before(self) -> bool:
+        """Whether the table is idle but its last read ended before the awaited instant (so "being read" is wrong)."""
+        return (
+            self.status is TableStatus.BEING_READ
+            and self.watch.replaced_after is not None
+            and TableStatus.of(self.table) is not TableStatus.BEING_READ
+        )
+
+    @property
     def message(self) -> str:
         """What the look saw; a table idle since a read before the awaited instant is not "being read"."""
-        after = self.watch.replaced_after
-        if (
-            self.status is TableStatus.BEING_READ
-            and after is not None
-            and TableStatus.from_summary(self.summary) is not TableStatus.BEING_READ
-        ):
-            return f"table {self.watch.card_id} has not finished a read after {after} yet"
+        if self.idle_before:
+            return f"table {self.watch.card_id} has not finished a read after {self.watch.replaced_after} yet"
         return self.status.describe(self.watch.card_id)
 
 
@@ -262,17 +302,16 @@ class TableWatch:
     card_id: str
     replaced_after: str | None = None
 
-    def observe(self, summary: Mapping[str, Any] | None) -> Look:
-        """Decide the table's status from one summary (``None``: not in the department)."""
-        seen = TableStatus.from_summary(summary)
-        copy = dict(summary) if isinstance(summary, Mapping) else None
-        if self.replaced_after is None or seen is TableStatus.GONE:
-            return Look(seen, copy, self)
+    def observe(self, table: TableSummary | None) -> Look:
+        """Decide the table's status from one look at it (``None``: not in the department)."""
+        seen = TableStatus.of(table)
+        if table is None or self.replaced_after is None:
+            return Look(seen, table, self)
         if seen is TableStatus.BEING_READ:
-            return Look(seen, copy, replace(self, replaced_after=None))  # the new file is being read
-        if not _later((summary or {}).get("UploadCompletionTime"), self.replaced_after):
-            return Look(TableStatus.BEING_READ, copy, self)  # the previous file's "processed"
-        return Look(seen, copy, replace(self, replaced_after=None))
+            return Look(seen, table, replace(self, replaced_after=None))  # the new file is being read
+        if not _later(table.completion_time, self.replaced_after):
+            return Look(TableStatus.BEING_READ, table, self)  # the previous file's "processed"
+        return Look(seen, table, replace(self, replaced_after=None))
 
 
 @dataclass(frozen=True)
@@ -295,20 +334,19 @@ class RefreshWatch:
     baseline: str | None = None
     reading: bool = False
 
-    def observe(self, summary: Mapping[str, Any] | None) -> tuple[RefreshWatch, bool]:
+    def observe(self, table: TableSummary | None) -> tuple[RefreshWatch, bool]:
         """The watch to carry on, and whether this look shows a refresh."""
-        if not isinstance(summary, Mapping):
+        if table is None:
             return self, False
-        processed = summary.get("Processed")
-        if processed is False:
+        if table.processed is False:
             return replace(self, reading=True), False
-        completed = summary.get("UploadCompletionTime")
-        if processed is not True or not isinstance(completed, str) or not completed:
+        completed = table.completion_time
+        if table.processed is not True or completed is None:
             return self, False
         ended = replace(self, baseline=completed, reading=False)
         if self.baseline is None and not self.reading:
             return ended, False  # the first look: where watching starts
-        succeeded = summary.get("SuccessfulUpload") is True
+        succeeded = table.successful_upload is True
         new = self.reading or self.baseline is None or _later(completed, self.baseline)
         if not new:
             return self, False

@@ -69,11 +69,11 @@ class DataTablesFreshnessNotifier(BaseNotifier):
         from airflow_tables.hooks.tables import DataTablesHook
 
         if self.unrendered is not None:
-            self.send(self.message(context, {}), context)
+            self.send(self.message(context, None), context)
             return
         hook = DataTablesHook(datatables_conn_id=self.datatables_conn_id)
         try:
-            detail: Mapping[str, Any] | Exception = hook.get_card(self.project_id, self.card_id)
+            detail: TableDetail | Exception = hook.table(self.project_id, self.card_id)
         except Exception as err:  # a notifier says what it could not learn; it never fails the callback
             detail = err
         self.send(self.message(context, detail), context)
@@ -83,12 +83,12 @@ class DataTablesFreshnessNotifier(BaseNotifier):
         from airflow_tables.hooks.tables import DataTablesHook
 
         if self.unrendered is not None:
-            message = self.message(context, {})
+            message = self.message(context, None)
             self.send(message, context)
             return message
         hook = DataTablesHook(datatables_conn_id=self.datatables_conn_id)
         try:
-            detail: Mapping[str, Any] | Exception = await hook.a_get_card(self.project_id, self.card_id)
+            detail: TableDetail | Exception = await hook.a_table(self.project_id, self.card_id)
         except Exception as err:  # a notifier says what it could not learn; it never fails the callback
             detail = err
         message = self.message(context, detail)
@@ -99,21 +99,19 @@ class DataTablesFreshnessNotifier(BaseNotifier):
         """Pass the message on: here, a warning in the log of whatever runs the callback; override to send it on."""
         self.log.warning("%s", message)
 
-    def message(self, context: Context, detail: Mapping[str, Any] | Exception) -> str:
-        """The sentence for the table as fetched (its detail, or the error the fetch raised)."""
+    def message(self, context: Context, table: TableDetail | Exception | None) -> str:
+        """The sentence for the table as fetched (its detail, or the error the fetch raised; ``None``: not fetched)."""
         where = f"department {self.project_id}" if self.project_id else "the connection's department"
         head = f"{_late(context)}: table {self.card_id}"
         if self.unrendered is not None:
             return f"{head}: the notifier's arguments could not be rendered ({self.unrendered}); look at it."
-        if isinstance(detail, DataTablesNotFoundError):
+        if isinstance(table, DataTablesNotFoundError):
             return f"{head} is not (or no longer) in {where}."
-        if isinstance(detail, Exception):
-            why = detail if isinstance(detail, DataTablesError) else f"{type(detail).__name__}: {detail}"
+        if isinstance(table, Exception):
+            why = table if isinstance(table, DataTablesError) else f"{type(table).__name__}: {table}"
             return f"{head}: its state could not be read ({why}); look at it in the service."
-        try:
-            table = TableDetail.from_json(detail)
-        except ValueError:
-            return f"{head}: the service's answer does not describe it; look at it in the service."
+        if table is None:
+            return f"{head}: it was not looked at; look at it in the service."
         named = f"{head} ({table.name})" if table.name else head
         last = table.completion_time
         if table.status is TableStatus.BEING_READ:

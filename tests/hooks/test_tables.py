@@ -509,6 +509,67 @@ def test_async_twins_share_answers_errors_and_retries(hook, emulator, monkeypatc
     assert [r["status"] for r in requests_to(emulator, "GET")] == [503, 200, 200, 404]
 
 
+def test_the_typed_methods_read_the_services_tables(hook, emulator, csv_path):
+    """tables/table/find_tables/find_table (and the async twins): typed, one request each, as the list shows them."""
+    from airflow_tables.model import TableDetail, TableStatus, TableSummary
+
+    card_id = hook.import_csv(None, csv_path)
+    hook.wait_for_table(None, card_id, poll_interval=0.05, timeout=30)
+    emulator.reset_stats()
+    tables = hook.tables()
+    assert all(type(t) is TableSummary for t in tables)
+    mine = next(t for t in tables if t.card_id == card_id)
+    assert (mine.name, mine.rows, mine.status) == ("sales", 3, TableStatus.READY)
+    connector = next(t for t in tables if t.card_id == emulator.connector_card_id)
+    assert connector.locked_from_delete is True and connector.fed_by_live_connection
+    detail = hook.table(None, card_id)
+    assert type(detail) is TableDetail and [c.name for c in detail.columns] == ["id", "region", "amount"]
+    assert detail.summary == mine
+    assert hook.find_tables(None, [card_id, UNKNOWN_CARD]).keys() == {t.card_id for t in tables}
+    assert hook.find_table(None, card_id) == mine
+    assert hook.find_table(None, UNKNOWN_CARD) is None  # listed, then fetched once: gone
+    lists, fetches = requests_to(emulator, "GET", r"/cards$"), requests_to(emulator, "GET", r"/cards/CRD-")
+    assert (len(lists), len(fetches)) == (4, 3)  # a list per call but table(); the gone table fetched twice
+
+    async def run():
+        async with hook.async_client():
+            return await hook.a_tables(), await hook.a_table(None, card_id)
+
+    atables, adetail = asyncio.run(run())
+    assert atables == tables and adetail == detail and adetail.description == detail.description
+
+
+def test_the_dict_edges_return_exactly_what_the_service_said(hook, emulator, csv_path):
+    """list_cards, get_card, find_card(s), wait_for_processed and a look's summary: the service's own objects."""
+    card_id = hook.import_csv(None, csv_path)
+    summary = hook.wait_for_processed(None, card_id, poll_interval=0.05, timeout=30)
+    listed = hook._call("GET", None)["Cards"]  # what list_cards returned before the typed model
+    fetched = hook._call("GET", None, card_id)
+    assert hook.list_cards() == listed
+    assert asyncio.run(hook.a_list_cards()) == listed
+    assert hook.get_card(None, card_id) == fetched == asyncio.run(hook.a_get_card(None, card_id))
+    assert {"Description", "Columns"} <= fetched.keys()
+    assert summary == find_summary(listed, card_id) == hook.find_card(None, card_id)
+    assert hook.look(None, card_id).summary == summary
+    assert hook.find_cards(None, [card_id]) == {card["CardID"]: card for card in listed}
+    assert hook.find_card(None, UNKNOWN_CARD) is None
+
+
+def test_a_fetched_table_that_names_no_table_is_a_malformed_answer(offline_hook, monkeypatch):
+    monkeypatch.setattr(offline_hook, "_call", lambda method, project_id, card_id=None: {"CardName": "x"})
+    with pytest.raises(ex.DataTablesError, match="HTTP 200.*malformed table"):
+        offline_hook.get_card(None, CARD)
+    assert "could not read the file" in offline_hook.failed_read_reason("P", CARD)  # it gave no explanation
+
+
+def test_a_find_cards_is_deprecated_and_names_its_replacement(hook, emulator):
+    from airflow.exceptions import AirflowProviderDeprecationWarning
+
+    with pytest.warns(AirflowProviderDeprecationWarning, match=r"a_find_cards is deprecated.*a_tables\(\)"):
+        cards = asyncio.run(hook.a_find_cards(None, [emulator.connector_card_id, UNKNOWN_CARD]))
+    assert cards == hook.find_cards(None, [emulator.connector_card_id, UNKNOWN_CARD])
+
+
 @pytest.mark.parametrize("value", [{"a": 1}, ["P"], 1.5, True])
 def test_a_project_id_that_is_not_a_string_is_refused(make_hook, emulator, value):
     with pytest.raises(ValueError, match="project_id") as info:
@@ -541,17 +602,20 @@ def offline_hook(make_hook):
 
 @pytest.mark.parametrize("succeeded", [True, False], ids=["ready", "failed"])
 def test_a_send_right_after_a_read_ended_waits_out_the_replacement_spacing(offline_hook, monkeypatch, succeeded):
-    from airflow_tables.model import REPLACEMENT_SPACING
+    from airflow_tables.model import REPLACEMENT_SPACING, TableSummary
 
-    monkeypatch.setattr(offline_hook, "find_card", lambda project_id, card_id: {**READ, "SuccessfulUpload": succeeded})
+    seen = TableSummary.from_json({**READ, "SuccessfulUpload": succeeded})
+    monkeypatch.setattr(offline_hook, "find_table", lambda project_id, card_id: seen)
     after_look = offline_hook.send_when_idle(None, CARD, lambda look: time.monotonic() - look.seen_at)
     assert REPLACEMENT_SPACING <= after_look < REPLACEMENT_SPACING + 0.5
 
 
 @pytest.mark.parametrize("spacing", [None, 0.0], ids=["gone", "spacing-0"])
 def test_a_gone_table_or_a_send_that_starts_no_read_does_not_wait(offline_hook, monkeypatch, spacing):
-    seen = None if spacing is None else {**READ, "SuccessfulUpload": True}
-    monkeypatch.setattr(offline_hook, "find_card", lambda project_id, card_id: seen)
+    from airflow_tables.model import TableSummary
+
+    seen = None if spacing is None else TableSummary.from_json({**READ, "SuccessfulUpload": True})
+    monkeypatch.setattr(offline_hook, "find_table", lambda project_id, card_id: seen)
     kwargs = {} if spacing is None else {"spacing": spacing}
     started = time.monotonic()
     offline_hook.send_when_idle(None, CARD, lambda look: None, **kwargs)
@@ -560,11 +624,15 @@ def test_a_gone_table_or_a_send_that_starts_no_read_does_not_wait(offline_hook, 
 
 def test_find_cards_gives_a_fetched_table_as_its_summary(offline_hook, monkeypatch):
     """A table the list lacks is fetched; find_card(s) still return the summary, as the list shows it."""
+    from airflow_tables.model import TableDetail, TableSummary
+
     detail = {**READ, "SuccessfulUpload": True, "Description": "Sales.", "Columns": [{"ColumnName": "id"}]}
-    monkeypatch.setattr(offline_hook, "list_cards", lambda project_id: [])
-    monkeypatch.setattr(offline_hook, "get_card", lambda project_id, card_id: detail)
+    monkeypatch.setattr(offline_hook, "tables", lambda project_id: [])
+    monkeypatch.setattr(offline_hook, "table", lambda project_id, card_id: TableDetail.from_json(detail))
     assert offline_hook.find_cards(None, [CARD]) == {CARD: {**READ, "SuccessfulUpload": True}}
     assert offline_hook.find_card(None, CARD) == {**READ, "SuccessfulUpload": True}
+    assert offline_hook.find_table(None, CARD) == TableSummary.from_json(READ | {"SuccessfulUpload": True})
+    assert type(offline_hook.find_table(None, CARD)) is TableSummary
 
 
 # -- what the operators rely on (from tests/operators/test_hook_contract.py) -------------------------

@@ -89,7 +89,7 @@ async def first_word(conn_id: str, project_id: str, card_id: str, *, deadline: f
             if snapshot.error_for(card_id) is not None:
                 return "error", snapshot.error_for(card_id)
             if not snapshot.stale_for(card_id) and card_id in snapshot.cards:
-                return "card", snapshot.cards[card_id]
+                return "card", snapshot.cards[card_id].to_json()  # the table as the service wrote it
     return "nothing", None
 
 
@@ -147,7 +147,7 @@ def test_a_connection_that_cannot_be_built_is_an_error_for_each_waiter_and_is_tr
     first, later = asyncio.run(scenario())
     assert first is not None and first.error_for(card_id) is not None
     assert "dt_later" in first.error and "isn't defined" in first.error
-    assert later is not None and later.cards[card_id]["CardID"] == card_id
+    assert later is not None and later.cards[card_id].card_id == card_id
 
 
 def test_a_missing_ca_file_on_the_triggerer_is_an_error_not_a_hang(datatables_conn, monkeypatch, tmp_path):

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from airflow.triggers.base import TriggerEvent
 
-from airflow_tables.model import RefreshWatch
+from airflow_tables.model import RefreshWatch, TableSummary
 from airflow_tables.triggers import _department_poller
 from airflow_tables.triggers.tables import ARGS_VERSION, DataTablesProcessedTrigger, DataTablesTableRefreshedTrigger
 
@@ -246,7 +246,9 @@ READING = {"Processed": False, "SuccessfulUpload": False, "UploadCompletionTime"
 def fired(*summaries) -> list[bool]:
     watch, out = RefreshWatch("CRD-1"), []
     for summary in summaries:
-        watch, refreshed = watch.observe(summary)
+        watch, refreshed = watch.observe(
+            None if summary is None else TableSummary.from_json({"CardID": "CRD-1", **summary})
+        )
         out.append(refreshed)
     return out
 
@@ -275,8 +277,7 @@ def test_a_failed_read_fires_nothing_but_moves_the_baseline():
 @pytest.mark.parametrize(
     "malformed",
     [
-        None,
-        "Processed",
+        None,  # gone, or the listing failed (a non-object is no table: TableSummary.from_json refuses it)
         {"Processed": "true", "SuccessfulUpload": True, "UploadCompletionTime": T1},
         {"Processed": True, "SuccessfulUpload": True},
         {"Processed": True, "SuccessfulUpload": True, "UploadCompletionTime": 5},

@@ -150,23 +150,23 @@ class SendOnce:
         """The judge's verdict on the tables the lost answer may have made, each as last seen (waited for if read)."""
         project = note.project_id
         if note.card_id is not None:
-            found = self.hook.find_card(project, note.card_id)
-            tables = [TableSummary.from_json(found)] if found else []
+            found = self.hook.find_table(project, note.card_id)
+            tables = [found] if found else []
         else:
-            tables = [TableSummary.from_json(card) for card in self.hook.list_cards(project)]
+            tables = self.hook.tables(project)
         read: list[tuple[TableSummary, TableDetail | None]] = []
         for table in candidates(note, tables):
             if table.status is TableStatus.BEING_READ and (note.file is None or table.name in stored_names(note.file)):
                 table = self._read(project, table)
             doubt = first_doubt(note, table)
-            detail = TableDetail.from_json(self.hook.get_card(project, table.card_id)) if doubt is None else None
+            detail = self.hook.table(project, table.card_id) if doubt is None else None
             read.append((table, detail))
         return judge(note, read)
 
     def _read(self, project: str, table: TableSummary) -> TableSummary:
         """``table`` once it is not being read (waiting for it), as the last look saw it."""
         look = self.hook.wait_for_table(project, table.card_id, poll_interval=self.poll_interval, timeout=self.timeout)
-        return TableSummary.from_json(look.summary) if look.summary else table
+        return look.table or table
 
 
 def import_in_task(
@@ -208,8 +208,8 @@ def import_in_task(
         return earlier.answer
     if card_id is None:
         return once.send_new(project, source, table_name=table_name, facts=None)
-    table = hook.find_card(project, card_id)
-    replaced_after = TableSummary.from_json(table).completion_time if table else None
+    table = hook.find_table(project, card_id)
+    replaced_after = table.completion_time if table else None
     return once.send_replacement(
         project, source, card_id, replaced_after=replaced_after, table_name=table_name, facts=None
     )

@@ -36,6 +36,7 @@ from airflow_tables.hooks._http import (
     CARD_ID,
     ConnectionSettings,
     RetryPolicy,
+    _deprecated,
     card_segment,
     may_have_landed,
     uncertain_import,
@@ -54,7 +55,6 @@ from airflow_tables.model import (
     cards_of,
     check_wait,
     missing_from,
-    summary_of,
 )
 from airflow_tables.sources import SourceError, open_source
 
@@ -212,6 +212,11 @@ class DataTablesHook(BaseHook):
         return await self._policy(settings).arun(lambda: transport.exchange(req), idempotent=True)
 
     # -- endpoints --------------------------------------------------------------------------
+    #
+    # The typed methods (tables, table, find_tables, find_table and their async twins) are what
+    # the code inside uses; the dict-returning methods of the contract (list_cards, get_card,
+    # find_cards, find_card, wait_for_processed) are their edges: ``to_json()`` gives back the
+    # service's objects exactly as they came.
 
     @staticmethod
     def _cards_of(body: dict) -> list[dict]:
@@ -220,21 +225,62 @@ class DataTablesHook(BaseHook):
             raise DataTablesError(200, "malformed list of tables: no 'Cards' array of objects with a CardID")
         return cards
 
+    @staticmethod
+    def _detail(body: dict) -> TableDetail:
+        try:
+            return TableDetail.from_json(body)
+        except ValueError:
+            raise DataTablesError(200, f"malformed table: no CardID string among {sorted(body)[:20]}") from None
+
+    def tables(self, project_id: str | None = None) -> list[TableSummary]:
+        """The department's tables (summaries) the key can see; no credit is used."""
+        return [TableSummary.from_json(card) for card in self._cards_of(self._call("GET", project_id))]
+
+    async def a_tables(self, project_id: str | None = None) -> list[TableSummary]:
+        """:meth:`tables` without blocking the event loop."""
+        return [TableSummary.from_json(card) for card in self._cards_of(await self._acall("GET", project_id))]
+
+    def table(self, project_id: str | None, card_id: str) -> TableDetail:
+        """One table fetched: its summary, ``Description`` and ``Columns``; no credit is used."""
+        return self._detail(self._call("GET", project_id, card_id))
+
+    async def a_table(self, project_id: str | None, card_id: str) -> TableDetail:
+        """:meth:`table` without blocking the event loop."""
+        return self._detail(await self._acall("GET", project_id, card_id))
+
+    def find_tables(self, project_id: str | None, card_ids: Iterable[str]) -> dict[str, TableSummary]:
+        """The department's tables by CardID, by the seed's polling rule (list, find the CardID).
+
+        A wanted table missing from the list is fetched once before it counts as gone (a list
+        may lag behind a fresh import); one that is not there either is left out. Every value
+        is a summary, as the list shows it (:attr:`TableDetail.summary` of one fetched).
+        """
+        tables = by_card_id(self.tables(project_id))
+        for card_id in missing_from(tables, card_ids):
+            with contextlib.suppress(DataTablesNotFoundError):
+                tables[card_id] = self.table(project_id, card_id).summary
+        return tables
+
+    def find_table(self, project_id: str | None, card_id: str) -> TableSummary | None:
+        """The table's summary, as the list shows it (see :meth:`find_tables`), ``None`` if it is gone."""
+        card_segment(card_id)
+        return self.find_tables(project_id, [card_id]).get(card_id)
+
     def list_cards(self, project_id: str | None = None) -> list[dict]:
         """List the department's tables (summaries) the key can see; no credit is used."""
-        return self._cards_of(self._call("GET", project_id))
+        return [table.to_json() for table in self.tables(project_id)]
 
     async def a_list_cards(self, project_id: str | None = None) -> list[dict]:
         """:meth:`list_cards` without blocking the event loop."""
-        return self._cards_of(await self._acall("GET", project_id))
+        return [table.to_json() for table in await self.a_tables(project_id)]
 
     def get_card(self, project_id: str | None, card_id: str) -> dict:
         """Fetch one table's detail (summary, ``Description``, ``Columns``) without the envelope."""
-        return self._call("GET", project_id, card_id)
+        return self.table(project_id, card_id).to_json()
 
     async def a_get_card(self, project_id: str | None, card_id: str) -> dict:
         """:meth:`get_card` without blocking the event loop."""
-        return await self._acall("GET", project_id, card_id)
+        return (await self.a_table(project_id, card_id)).to_json()
 
     def delete_card(self, project_id: str | None, card_id: str) -> None:
         """Delete a table for good.
@@ -393,36 +439,29 @@ class DataTablesHook(BaseHook):
             return self.import_csv(project_id, path, card_id, encoding=encoding)
 
     def find_cards(self, project_id: str | None, card_ids: Iterable[str]) -> dict[str, dict]:
-        """The department's summaries by CardID, by the seed's polling rule (list, find the CardID).
-
-        A wanted table missing from the list is fetched once before it counts as gone (a list
-        may lag behind a fresh import); one that is not there either is left out. Every value
-        is a summary, as the list shows it: a fetched table's ``Description`` and ``Columns``
-        are left out (:meth:`get_card` returns them).
-        """
-        cards = by_card_id(self.list_cards(project_id))
-        for card_id in missing_from(cards, card_ids):
-            with contextlib.suppress(DataTablesNotFoundError):
-                cards[card_id] = summary_of(self.get_card(project_id, card_id))
-        return cards
+        """:meth:`find_tables` as plain dicts: the department's summaries by CardID (``get_card`` has the detail)."""
+        return {card_id: table.to_json() for card_id, table in self.find_tables(project_id, card_ids).items()}
 
     async def a_find_cards(self, project_id: str | None, card_ids: Iterable[str]) -> dict[str, dict]:
-        """:meth:`find_cards` without blocking the event loop."""
-        cards = by_card_id(await self.a_list_cards(project_id))
-        for card_id in missing_from(cards, card_ids):
+        """:meth:`find_cards` without blocking the event loop. Deprecated: use :meth:`a_tables` and :meth:`a_table`."""
+        _deprecated(
+            "DataTablesHook.a_find_cards", "DataTablesHook.a_tables() (and a_table() for a table the list lacks)"
+        )
+        tables = by_card_id(await self.a_tables(project_id))
+        for card_id in missing_from(tables, card_ids):
             with contextlib.suppress(DataTablesNotFoundError):
-                cards[card_id] = summary_of(await self.a_get_card(project_id, card_id))
-        return cards
+                tables[card_id] = (await self.a_table(project_id, card_id)).summary
+        return {card_id: table.to_json() for card_id, table in tables.items()}
 
     def find_card(self, project_id: str | None, card_id: str) -> dict | None:
-        """The table's summary, as the list shows it (see :meth:`find_cards`), ``None`` if it is gone."""
-        card_segment(card_id)
-        return self.find_cards(project_id, [card_id]).get(card_id)
+        """:meth:`find_table` as a plain dict: the table's summary, ``None`` if it is gone."""
+        table = self.find_table(project_id, card_id)
+        return None if table is None else table.to_json()
 
     def look(self, project_id: str | None, watch: TableWatch | str) -> Look:
-        """One look at a table: its status, summary, and the watch to carry to the next look."""
+        """One look at a table: its status, the table seen, and the watch to carry to the next look."""
         watch = TableWatch(watch) if isinstance(watch, str) else watch
-        return watch.observe(self.find_card(project_id, watch.card_id))
+        return watch.observe(self.find_table(project_id, watch.card_id))
 
     def wait_for_table(
         self,
@@ -478,14 +517,15 @@ class DataTablesHook(BaseHook):
             raise DataTablesUploadFailedError(None, self.failed_read_reason(project_id, card_id), seen=True)
         if look.status is TableStatus.GONE:
             raise DataTablesNotFoundError(None, look.message, seen=True)
-        return look.summary or {}
+        assert look.table is not None  # a ready table was seen
+        return look.table.to_json()
 
     def failed_read_reason(self, project_id: str | None, card_id: str) -> str:
         """What to say of a table the service read badly, with its reason: its ``Description`` (a free fetch)."""
         project = self.settings.department(project_id)
         try:
-            detail: TableDetail | None = TableDetail.from_json(self.get_card(project, card_id))
-        except (DataTablesError, ValueError):
+            detail: TableDetail | None = self.table(project, card_id)
+        except DataTablesError:
             detail = None
         why = f': "{detail.description}"' if detail is not None and detail.description else " (it gave no explanation)"
         return (
@@ -544,8 +584,7 @@ class DataTablesHook(BaseHook):
 
         The service names an uploaded table after its file (:func:`~airflow_tables.evidence.named_after`).
         """
-        tables = map(TableSummary.from_json, self.list_cards(project_id))
-        return [table.card_id for table in tables if named_after(table, file_name)]
+        return [table.card_id for table in self.tables(project_id) if named_after(table, file_name)]
 
     def find_lost_import(self, project_id: str | None, file_name: str, before: Collection[str]) -> list[str]:
         """Deprecated: the tables named after ``file_name`` that are new since ``before``.

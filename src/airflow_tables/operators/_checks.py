@@ -297,9 +297,7 @@ def check_read(task: DataTablesImportOperator, job: Any, table: Any) -> bool:
     """
     if job.rows is None or job.columns is None or table is None:
         return True
-    from airflow_tables.model import TableDetail
-
-    detail = TableDetail.from_json(task.hook.get_card(job.project_id, job.card_id))
+    detail = task.hook.table(job.project_id, job.card_id)
     rows, columns = detail.rows, len(detail.columns)
     if rows == job.rows and columns == job.columns:
         return True

@@ -23,7 +23,6 @@ from airflow_tables.operators._checks import check_read, failed_read
 from airflow_tables.operators._schema import APPROVAL_KEY
 from airflow_tables.utils import waiting
 from airflow_tables.utils.events import UploadRecord, record_upload
-from airflow_tables.utils.waiting import table_of
 from airflow_tables.version_compat import AirflowFailException
 
 if TYPE_CHECKING:
@@ -188,7 +187,7 @@ class ImportJobSteps:
             )
         if look.status is TableStatus.FAILED:
             failed_read(self, job.project_id, job.card_id)
-        self._table = table_of(waiting.finished(look, job.project_id))
+        self._table = waiting.finished(look, job.project_id)
         waiting.log_ready(self.log, job.card_id, self._table)
         self._read_as_counted = check_read(self, job, self._table)
 
@@ -200,7 +199,7 @@ class ImportJobSteps:
         with forgotten_when_ended(context, self, NOTES):
             if isinstance(event, dict) and event.get("status") == TableStatus.FAILED.value and event.get("card_id"):
                 failed_read(self, self.department, str(event["card_id"]))
-            self._table = table_of(waiting.resolve_event(event))
+            self._table = waiting.resolve_event(event)
             card_id = event["card_id"]
             waiting.log_ready(self.log, card_id, self._table)
             # The job kept by the try that deferred (its fingerprint, when it was accepted, validation's counts).

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_tables.model import TableStatus
 from airflow_tables.operators._job import NOTES, Job
-from airflow_tables.utils.waiting import table_of
 from airflow_tables.version_compat import AirflowFailException
 
 if TYPE_CHECKING:
@@ -53,7 +52,7 @@ def unchanged(
         log.info("Replacing %s: %s", card_id, why)
         return None
     look = hook.look(project, card_id)
-    table = table_of(look.summary)
+    table = look.table
     if look.status is not TableStatus.READY or table is None:
         log.info("Replacing %s although the file is unchanged: %s", card_id, look.message)
         return None

@@ -191,9 +191,7 @@ def check_schema(
     policy = task.on_schema_change
     if policy == "allow":
         return
-    from airflow_tables.model import TableDetail
-
-    detail = TableDetail.from_json(task.hook.get_card(project, card_id))
+    detail = task.hook.table(project, card_id)
     if not detail.columns:
         task.log.info("Table %s has no columns on record (not read yet?): nothing to compare", card_id)
         return

@@ -40,7 +40,6 @@ from airflow_tables.operators._recovery import (
 )
 from airflow_tables.utils.events import TABLES_ALIAS, last_upload
 from airflow_tables.utils.tasks import DataTablesTaskMixin
-from airflow_tables.utils.waiting import table_of
 from airflow_tables.version_compat import (
     AirflowException,
     AirflowFailException,
@@ -280,7 +279,7 @@ class DataTablesImportOperator(ImportJobSteps, ResumableJobMixin, _DataTablesOpe
         def send(look: Look) -> Job:
             if look.status is TableStatus.GONE:
                 raise AirflowFailException(f"cannot replace {card_id}: it is not in department {project}")
-            table = table_of(look.summary)
+            table = look.table
             _refuse_if_connected(card_id, table)
             _backfill.check_not_older(self, project, card_id)
             _schema.check_schema(self, project, card_id, source, table, checked.report)
@@ -397,7 +396,7 @@ class DataTablesDeleteOperator(_DataTablesOperator):
         def delete(look: Look) -> None:
             if look.status is TableStatus.GONE:
                 return self._missing(project)
-            table = table_of(look.summary)
+            table = look.table
             if table is not None:
                 seen[:] = [table]
             if table is not None and table.locked_from_delete is True:  # read, and still locked: a live connection

@@ -28,6 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
 
+from airflow_tables.model import TableDetail, TableSummary
 from airflow_tables.plugins.cache import BackgroundCache, SharedCache
 from airflow_tables.plugins.connections import describe, discover
 from airflow_tables.plugins.models import ConnectionInfo, TableDetailPage, TaskTable
@@ -54,8 +55,8 @@ NEW_DEPARTMENTS_PER_INTERVAL = 16
 #: Background threads per connection for listings and fetches (a slow service delays only its own).
 LANE_WORKERS = 2
 
-ListCards = Callable[[str, str, float], list[dict[str, Any]]]
-GetCard = Callable[[str, str, str, float], dict[str, Any]]
+ListCards = Callable[[str, str, float], list[TableSummary]]
+GetCard = Callable[[str, str, str, float], TableDetail]
 
 
 def ui_hook(conn_id: str, timeout: float) -> Any:
@@ -79,14 +80,14 @@ def record_secret(conn_id: str) -> str:
     return DataTablesHook(conn_id).settings.api_key
 
 
-def list_cards(conn_id: str, project_id: str, timeout: float) -> list[dict[str, Any]]:
+def list_cards(conn_id: str, project_id: str, timeout: float) -> list[TableSummary]:
     """One list request through the hook (its timeout, its key scrubbing), without retries."""
-    return ui_hook(conn_id, timeout).list_cards(project_id)
+    return ui_hook(conn_id, timeout).tables(project_id)
 
 
-def get_card(conn_id: str, project_id: str, card_id: str, timeout: float) -> dict[str, Any]:
+def get_card(conn_id: str, project_id: str, card_id: str, timeout: float) -> TableDetail:
     """One fetch of a table's details (free), without retries."""
-    return ui_hook(conn_id, timeout).get_card(project_id, card_id)
+    return ui_hook(conn_id, timeout).table(project_id, card_id)
 
 
 class Monitor:
@@ -117,7 +118,9 @@ class Monitor:
         self.details = Details()
         self._connections: SharedCache[list[ConnectionInfo]] = SharedCache(ttl)
         self._departments: BackgroundCache[DepartmentView] = BackgroundCache(ttl, wait=ui_timeout, workers=LANE_WORKERS)
-        self._fetched: BackgroundCache[tuple[Any, str]] = BackgroundCache(ttl, wait=ui_timeout, workers=LANE_WORKERS)
+        self._fetched: BackgroundCache[tuple[TableDetail | None, str]] = BackgroundCache(
+            ttl, wait=ui_timeout, workers=LANE_WORKERS
+        )
         self._new_departments: dict[str, list[float]] = {}  # per connection: when a department was first asked
         self._fillers: dict[str, ThreadPoolExecutor] = {}  # per connection, like the caches' lanes
         self._filling: set[tuple[str, str]] = set()
@@ -199,7 +202,7 @@ class Monitor:
             error = info.error or "the connection has no service URL"
             return DepartmentView(info.conn_id, project_id, error=error, service=info.service), self.ttl
         try:
-            cards = self._list_cards(info.conn_id, project_id, self.request_timeout)
+            tables = self._list_cards(info.conn_id, project_id, self.request_timeout)
         except Exception as err:  # noqa: BLE001 - a service that is down or refuses is shown, not raised
             error, now = describe_failure(err, project_id), time.time()
             if previous is not None and previous.listed:  # the last listing stands, with its age and the error
@@ -207,14 +210,13 @@ class Monitor:
             return DepartmentView(
                 info.conn_id, project_id, error=error, service=info.service, error_at=now
             ), self._hold(err)
-        view = self._build(info, project_id, cards)
+        view = self._build(info, project_id, tables)
         self._fill_details(info, view)
         return view, self.ttl
 
-    def _build(self, info: ConnectionInfo, project_id: str, cards: list[dict[str, Any]]) -> DepartmentView:
+    def _build(self, info: ConnectionInfo, project_id: str, tables: list[TableSummary]) -> DepartmentView:
         from airflow.utils.session import create_session
 
-        from airflow_tables.model import by_card_id
         from airflow_tables.plugins.events import (
             CREDIT_WINDOW,
             credits_spent,
@@ -228,13 +230,13 @@ class Monitor:
         secret = record_secret(info.conn_id)
         with create_session() as session:
             last = last_imports(session, service, project_id, secret)
-            unrecorded = unrecorded_imports(session, by_card_id(cards).keys(), since=now - CREDIT_WINDOW)
+            unrecorded = unrecorded_imports(session, {t.card_id for t in tables}, since=now - CREDIT_WINDOW)
             credits = credits_spent(session, service, project_id, secret, unrecorded=unrecorded, now=now)
             for each in unrecorded:
                 last[each.card_id] = latest(last.get(each.card_id), each)  # type: ignore[assignment]  # never None
             dags = schedules(session, {each.dag_id for each in last.values()})
         return build_view(
-            info, project_id, cards, last, credits, base_path=self.base_path, schedules=dags, details=self.details
+            info, project_id, tables, last, credits, base_path=self.base_path, schedules=dags, details=self.details
         )
 
     def _fill_details(self, info: ConnectionInfo, view: DepartmentView) -> None:
@@ -263,10 +265,8 @@ class Monitor:
                 self._fillers[info.conn_id] = filler
         filler.submit(fill)
 
-    def _fetch(self, info: ConnectionInfo, project_id: str, card_id: str) -> Any:
-        from airflow_tables.model import TableDetail
-
-        detail = TableDetail.from_json(self._get_card(info.conn_id, project_id, card_id, self.request_timeout))
+    def _fetch(self, info: ConnectionInfo, project_id: str, card_id: str) -> TableDetail:
+        detail = self._get_card(info.conn_id, project_id, card_id, self.request_timeout)
         self.details.put(info.conn_id, project_id, detail)
         return detail
 
@@ -309,8 +309,8 @@ class Monitor:
         )
 
     def _load_detail(
-        self, info: ConnectionInfo, project_id: str, card_id: str, previous: tuple[Any, str] | None
-    ) -> tuple[tuple[Any, str], float]:
+        self, info: ConnectionInfo, project_id: str, card_id: str, previous: tuple[TableDetail | None, str] | None
+    ) -> tuple[tuple[TableDetail | None, str], float]:
         try:
             return (self._fetch(info, project_id, card_id), ""), self.ttl
         except Exception as err:  # noqa: BLE001 - shown on the page, the last details kept

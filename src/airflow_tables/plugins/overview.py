@@ -288,7 +288,7 @@ def latest(*imports: Import | None) -> Import | None:
 def build_view(
     info: ConnectionInfo,
     project_id: str,
-    cards: Iterable[Mapping[str, Any]],
+    summaries: Iterable[TableSummary],
     last_imports: Mapping[str, Import],
     credits: Credits | None,
     *,
@@ -300,7 +300,6 @@ def build_view(
     """Tables read once, sorted for attention (by :attr:`TableStatus.rank`, newest first within each), and counted."""
     now = now or datetime.now(UTC)
     schedules = schedules or {}
-    summaries = [TableSummary.from_json(card) for card in cards]
     tables = []
     for summary in summaries:
         last = last_imports.get(summary.card_id)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
 
-from airflow_tables.model import TableStatus, TableWatch, check_wait, service_time
+from airflow_tables.model import TableStatus, TableSummary, TableWatch, check_wait, service_time
 from airflow_tables.utils import waiting
 from airflow_tables.utils.tasks import DataTablesTaskMixin
 from airflow_tables.version_compat import AirflowFailException, AirflowSkipException, conf
@@ -69,13 +69,13 @@ class DataTablesProcessedSensor(DataTablesTaskMixin, BaseSensorOperator):
         department = self.department
         look = self.hook.look(department, self._watch())
         if look.status is TableStatus.BEING_READ:
-            if look.watch.replaced_after is None or TableStatus.from_summary(look.summary) is TableStatus.BEING_READ:
-                self.log.info("Table %s is being read", self.card_id)
-            else:
+            if look.idle_before:
                 self.log.info("Table %s has not finished a read after %s yet", self.card_id, look.watch.replaced_after)
+            else:
+                self.log.info("Table %s is being read", self.card_id)
             return PokeReturnValue(is_done=False)
         with self._skipped_when_soft():
-            return PokeReturnValue(is_done=True, xcom_value=waiting.finished(look, department))
+            return PokeReturnValue(is_done=True, xcom_value=_summary(waiting.finished(look, department)))
 
     def execute(self, context: Context) -> Any:
         if not self.deferrable:
@@ -143,8 +143,7 @@ class DataTablesProcessedSensor(DataTablesTaskMixin, BaseSensorOperator):
         release has neither: then the instant is rendered again, and the ``timeout`` starts again).
         """
         with self._skipped_when_soft():
-            summary = waiting.resolve_event(event, card_id=self.card_id)
-        table = waiting.table_of(summary)
+            table = waiting.resolve_event(event, card_id=self.card_id)
         watch = self._watch() if after is None and deadline is None else TableWatch(self.card_id, replaced_after=after)
         after = watch.replaced_after
         if after is not None and table is not None and table.completion_time and table.completion_time < after:
@@ -154,4 +153,9 @@ class DataTablesProcessedSensor(DataTablesTaskMixin, BaseSensorOperator):
             )
             self._defer(watch, deadline)
         self.log.info("Table %s is ready: %s rows", self.card_id, table.rows if table else None)
-        return summary
+        return _summary(table)
+
+
+def _summary(table: TableSummary | None) -> dict[str, Any]:
+    """The sensor's XCom: the table's summary as the service wrote it (empty when none was seen)."""
+    return {} if table is None else table.to_json()

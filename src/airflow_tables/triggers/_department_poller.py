@@ -25,10 +25,11 @@ from typing import TYPE_CHECKING
 
 from airflow_tables.exceptions import DataTablesError, DataTablesNotFoundError
 from airflow_tables.hooks._http import is_transient
-from airflow_tables.model import by_card_id, missing_from, summary_of
+from airflow_tables.model import by_card_id, missing_from
 
 if TYPE_CHECKING:
     from airflow_tables.hooks.tables import DataTablesHook
+    from airflow_tables.model import TableSummary
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +57,7 @@ def min_poll_interval() -> float:
 
 @dataclass
 class Snapshot:
-    """One listing of a department: the summaries by CardID, and what went wrong, for whom.
+    """One listing of a department: the tables (summaries) by CardID, and what went wrong, for whom.
 
     ``error`` concerns every waiter (the listing or the connection failed); ``problems`` one
     table's waiters each (its own look failed); ``unsure`` tables whose own look failed for
@@ -64,7 +65,7 @@ class Snapshot:
     """
 
     version: int
-    cards: dict[str, dict] = field(default_factory=dict)
+    cards: dict[str, TableSummary] = field(default_factory=dict)
     error: str | None = None
     stale: bool = False
     problems: dict[str, str] = field(default_factory=dict)
@@ -89,7 +90,6 @@ class DepartmentPoller:
         self.waiters: dict[int, tuple[str, float]] = {}  # id -> (card_id, interval)
         self.snapshot = Snapshot(version=0)
         self.changed = asyncio.Condition()
-        self.looks = 0  # department looks made (a listing, and a fetch for each wanted table it lacks)
         self._task: asyncio.Task | None = None
         self._scrub: Callable[[str], str] = str
 
@@ -148,9 +148,8 @@ class DepartmentPoller:
     async def _poll_once(self, hook: DataTablesHook) -> Snapshot:
         """List the department, then fetch each wanted table the list lacks (a list may lag a fresh import)."""
         version = self.snapshot.version + 1
-        self.looks += 1
         try:
-            cards = by_card_id(await hook.a_list_cards(self.project_id))
+            cards = by_card_id(await hook.a_tables(self.project_id))
         except Exception as err:
             if isinstance(err, DataTablesError) and is_transient(err):
                 log.warning("looking at department %s failed, trying again next interval: %s", self.project_id, err)
@@ -160,7 +159,7 @@ class DepartmentPoller:
         snapshot = Snapshot(version, cards=cards)
         for card_id in missing_from(cards, {card for card, _ in self.waiters.values()}):
             try:
-                cards[card_id] = summary_of(await hook.a_get_card(self.project_id, card_id))
+                cards[card_id] = (await hook.a_table(self.project_id, card_id)).summary
             except DataTablesNotFoundError:
                 pass  # not in the list nor on its own: gone (the waiters say so)
             except Exception as err:

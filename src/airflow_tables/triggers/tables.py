@@ -223,11 +223,11 @@ class DataTablesTableRefreshedTrigger(BaseEventTrigger):
                     self.log.warning("watching %s: could not record the report (%s); next look", self.card_id, err)
                     unconfirmed = table
 
-    def _sane(self, entry: Entry | None, summary: dict | None) -> Entry | None:
+    def _sane(self, entry: Entry | None, seen: TableSummary | None) -> Entry | None:
         """The stored entry, unless its baseline is later than the table's last read (it would silence the watch)."""
-        if entry is None or entry.watch.baseline is None or summary is None:
+        if entry is None or entry.watch.baseline is None or seen is None:
             return entry
-        last = TableSummary.from_json(summary).completion_time
+        last = seen.completion_time
         if last is not None and entry.watch.baseline > last:
             log.warning(  # beside the store's own warnings (triggers/_ledger.py), in the triggerer's log
                 "the stored baseline of the watch of %s (%s) is later than the table's last read (%s): it is ignored",
@@ -239,7 +239,7 @@ class DataTablesTableRefreshedTrigger(BaseEventTrigger):
         return entry
 
     async def _look(
-        self, ledger: Ledger, table: RefreshWatch, summary: dict | None, *, first: bool = False
+        self, ledger: Ledger, table: RefreshWatch, summary: TableSummary | None, *, first: bool = False
     ) -> tuple[TriggerEvent | None, RefreshWatch]:
         """One look at the table: the event to fire (at most one, claimed in the store) and the watch to carry on.
 
@@ -279,14 +279,14 @@ class DataTablesTableRefreshedTrigger(BaseEventTrigger):
             return None, entry.watch if entry is not None else seen
         return self._refreshed(seen, summary), seen
 
-    def _refreshed(self, watch: RefreshWatch, summary: dict) -> TriggerEvent:
+    def _refreshed(self, watch: RefreshWatch, summary: TableSummary) -> TriggerEvent:
         self.log.info("table %s was refreshed (read at %s)", self.card_id, watch.baseline)
         payload = {
             "card_id": self.card_id,
             "project_id": self.project_id,
             "completion_time": watch.baseline,
-            "rows": _rows(summary),
-            "summary": summary,
+            "rows": summary.rows,
+            "summary": summary.to_json(),
         }
         return TriggerEvent(payload)
 
@@ -298,14 +298,6 @@ async def _confirmed(ledger: Ledger | None, watch: RefreshWatch) -> None:
     entry = await ledger.load()
     if entry is not None and entry.watch == watch and not entry.reported:
         await ledger.save(watch)
-
-
-def _rows(summary: dict) -> int | None:
-    """The table's ``Rows``; ``None`` when it is not a number or a fetched table's answer does not name it."""
-    try:
-        return TableSummary.from_json(summary).rows
-    except ValueError:
-        return None
 
 
 def _checked(project_id: object, card_id: object, poll_interval: object) -> tuple[str, str, float]:

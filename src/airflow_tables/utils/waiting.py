@@ -25,10 +25,10 @@ if TYPE_CHECKING:
 _EVENT_STATUSES = {s.value for s in TableStatus if s is not TableStatus.BEING_READ} | {TIMEOUT, ERROR}
 
 
-def finished(look: Look, department: str) -> dict[str, Any]:
-    """The summary of a table that was read well; fail the task (no retry) for any other end."""
+def finished(look: Look, department: str) -> TableSummary | None:
+    """The table that was read well, as the look saw it; fail the task (no retry) for any other end."""
     if look.status is TableStatus.READY:
-        return look.summary or {}
+        return look.table
     raise AirflowFailException(look.status.describe(look.watch.card_id, department))
 
 
@@ -112,8 +112,8 @@ def _seconds(value: float | timedelta | None) -> float | None:
     return None if seconds is None or not math.isfinite(seconds) else float(seconds)
 
 
-def resolve_event(event: Any, card_id: str | None = None) -> dict[str, Any]:
-    """The table summary from the trigger's event, or the task's failure.
+def resolve_event(event: Any, card_id: str | None = None) -> TableSummary | None:
+    """The table the trigger's event reports ready (``None`` when its summary names none), or the task's failure.
 
     ``timeout`` and ``error`` fail the try (a retry re-attaches to the same table);
     a table read badly or gone fails the task without retry; anything malformed or
@@ -127,14 +127,13 @@ def resolve_event(event: Any, card_id: str | None = None) -> dict[str, Any]:
     if status in (TIMEOUT, ERROR):
         raise AirflowException(message or f"waiting for {event.get('card_id')} ended: {status}")
     if status == TableStatus.READY.value:
-        summary = event.get("summary")
-        return summary if isinstance(summary, dict) else {}
+        return _table_of(event.get("summary"))
     raise AirflowFailException(message or TableStatus(status).describe(event["card_id"], event.get("project_id")))
 
 
-def table_of(summary: Mapping[str, Any] | None) -> TableSummary | None:
-    """A summary (a look's, an event's) typed; ``None`` when there is none or it names no table."""
-    if not summary:
+def _table_of(summary: object) -> TableSummary | None:
+    """An event's summary (the trigger's ``to_json()``) typed again; ``None`` when it names no table."""
+    if not isinstance(summary, Mapping) or not summary:
         return None
     try:
         return TableSummary.from_json(summary)
