@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import unquote
 
 from airflow_tables.assets import TableRef, parse_table_uri, signed_record
+from airflow_tables.links import CARD_ID_XCOM_KEY
 from airflow_tables.plugins.models import Credits, DayCredits
 
 if TYPE_CHECKING:
@@ -37,7 +38,6 @@ if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
 CREDIT_WINDOW = timedelta(days=7)
-CARD_ID_KEY = "card_id"
 #: Task states in which an accepted import without an event is still on its way.
 WAITING_STATES = frozenset(
     {"running", "deferred", "up_for_retry", "up_for_reschedule", "queued", "scheduled", "restarting", ""}
@@ -226,7 +226,7 @@ def unrecorded_imports(
             TaskInstance.state,
         )
         .join(TaskInstance, same_task(TaskInstance, *columns))
-        .where(XComModel.key == CARD_ID_KEY, XComModel.timestamp >= since, ~recorded)
+        .where(XComModel.key == CARD_ID_XCOM_KEY, XComModel.timestamp >= since, ~recorded)
     )
     found = []
     for value, dag_id, task_id, run_id, map_index, timestamp, state in session.execute(query):
