@@ -13,7 +13,7 @@ Ids are percent-encoded as single path segments. :func:`table_asset` builds the 
 schedules on; the operators record events on the same asset after every successful import.
 The scheme is registered in the provider info with :func:`sanitize_uri` as its normaliser.
 
-The extras of those events are an upload record (:class:`airflow_tables.utils.events.UploadRecord`)
+The extras of those events are an upload record (:class:`UploadRecord`)
 signed with the connection's key for the task that recorded it (:func:`record_signature`), since
 any DAG can record an event with any extras on a table's asset: ``skip_if_unchanged`` and the Data
 Tables page trust only a record that verifies (:func:`signed_record`).
@@ -22,8 +22,10 @@ Standard library only at import time.
 
 from __future__ import annotations
 
+import functools
+import typing
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote, urlsplit
 
@@ -31,6 +33,8 @@ if TYPE_CHECKING:
     from urllib.parse import SplitResult
 
     from airflow.sdk import Asset
+
+    from airflow_tables.model import TableSummary
 
 SCHEME = "datatables"
 #: The asset alias through which import and replace tasks record their table's event: the
@@ -189,3 +193,131 @@ def signed_record(secret: str, extra: object, dag_id: str | None, task_id: str |
     if not isinstance(extra, Mapping):
         return False
     return verifies(extra.get(SIGNATURE), secret, "upload records", _record_message(extra, dag_id, task_id, run_id))
+
+
+@dataclass(frozen=True)
+class UploadRecord:
+    """An upload as its asset event's extras say it; ``dag_id``/``task_id``/``run_id`` come from the event.
+
+    Written by the import and replace tasks (:func:`airflow_tables.utils.events.record_upload`),
+    read back by ``skip_if_unchanged`` (:meth:`from_event`) and by the Data Tables page
+    (:meth:`from_extra`): it lives here, below both, so that both read the same schema.
+
+    :param completion_time: the ``UploadCompletionTime`` seen once the table was read (``None``
+        when the task did not wait); ``rows`` likewise.
+    :param fingerprint: the bytes sent, when ``skip_if_unchanged`` computed it; a record without
+        one is not read back.
+    :param partition_key: the partition the upload was recorded for, if any (an extra only when set).
+    """
+
+    service: str
+    project_id: str
+    card_id: str
+    card_name: str | None = None
+    rows: int | None = None
+    completion_time: str | None = None
+    replaced: bool = False
+    credits: int = 1
+    fingerprint: str | None = None
+    partition_key: str | None = None
+    dag_id: str | None = None
+    task_id: str | None = None
+    run_id: str | None = None
+
+    @classmethod
+    def of(cls, ref: TableRef, table: TableSummary | None, *, replaced: bool, fingerprint: str | None) -> UploadRecord:
+        """The record of an upload to ``ref``, with what the look after its read saw (``table``)."""
+        return cls(
+            ref.service,
+            ref.project_id,
+            ref.card_id,
+            table.name if table else None,
+            table.rows if table else None,
+            table.completion_time if table else None,
+            replaced,
+            1,
+            fingerprint,
+        )
+
+    def to_extra(self, secret: str | None = None) -> dict[str, Any]:
+        """The event's extras (the source of the event is the event's own, not an extra).
+
+        With ``secret`` (the connection's API key) and the record's DAG, task and run, the extras
+        are signed (``signature``), so that :meth:`from_event` can tell this provider's record from
+        another DAG's event that copies its extras.
+        """
+        extra = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _FROM_EVENT}
+        if extra["partition_key"] is None:  # the extras of an upload without partitions stay as they were
+            del extra["partition_key"]
+        if secret is not None:
+            extra[SIGNATURE] = record_signature(secret, extra, self.dag_id, self.task_id, self.run_id)
+        return extra
+
+    @classmethod
+    def from_event(cls, event: Any, secret: str | None = None) -> UploadRecord | None:
+        """The record an asset event holds; ``None`` when it is not one of ours (no fingerprint) or is malformed.
+
+        With ``secret``, also ``None`` when its signature does not verify for the event's DAG, task and run.
+        """
+        if not has_fingerprint(event):
+            return None
+        if secret is not None and not event_verifies(secret, event):
+            return None
+        return cls.from_extra(
+            event.extra, dag_id=event.source_dag_id, task_id=event.source_task_id, run_id=event.source_run_id
+        )
+
+    @classmethod
+    def from_extra(
+        cls,
+        extra: object,
+        *,
+        ref: TableRef | None = None,
+        dag_id: str | None = None,
+        task_id: str | None = None,
+        run_id: str | None = None,
+    ) -> UploadRecord | None:
+        """The record an event's extras hold, read field by field: the one reader of those extras.
+
+        An extra of the wrong type (a hand-made or older event) reads as the field's default;
+        ``None`` when the extras do not name the table. ``ref``, the table of the asset the event
+        is on, names it whatever the extras say (the Data Tables page reads events by asset).
+        """
+        given = extra if isinstance(extra, Mapping) else {}
+        values = {name: given[name] for name, kind in _extra_kinds().items() if _fits(given.get(name), kind)}
+        if ref is not None:
+            values.update(service=ref.service, project_id=ref.project_id, card_id=ref.card_id)
+        try:
+            return cls(**values, dag_id=dag_id, task_id=task_id, run_id=run_id)
+        except TypeError:  # the table's identity is missing
+            return None
+
+
+_FROM_EVENT = frozenset({"dag_id", "task_id", "run_id"})
+
+
+@functools.cache
+def _extra_kinds() -> dict[str, type]:
+    """Each extra of an upload record and the type it holds (besides ``None``), from the record's fields."""
+    hints = typing.get_type_hints(UploadRecord)
+    kinds = {}
+    for each in fields(UploadRecord):
+        if each.name not in _FROM_EVENT:
+            hint = hints[each.name]
+            kinds[each.name] = next((a for a in typing.get_args(hint) if a is not type(None)), hint)
+    return kinds
+
+
+def _fits(value: object, kind: type) -> bool:
+    """Whether ``value`` is a ``kind`` (a ``bool`` is no ``int`` here: ``rows=True`` is no count)."""
+    return isinstance(value, kind) and isinstance(value, bool) == (kind is bool)
+
+
+def event_verifies(secret: str, event: Any) -> bool:
+    """Whether an asset event's extras are an upload record signed with ``secret`` for the task that recorded it."""
+    return signed_record(secret, event.extra, event.source_dag_id, event.source_task_id, event.source_run_id)
+
+
+def has_fingerprint(event: Any) -> bool:
+    """Whether an asset event's extras carry a fingerprint: the records ``skip_if_unchanged`` reads back."""
+    return bool((event.extra or {}).get("fingerprint"))

@@ -16,6 +16,12 @@ if TYPE_CHECKING:
     from airflow.sdk import BaseOperator
     from airflow.sdk.types import TaskInstanceKey
 
+#: The XCom key under which an import or replace task pushes its table's CardID as soon as the
+#: service accepted the file (besides ``return_value``): what the link's URL is built from, and
+#: what the Data Tables page reads to find a task's table. Written here once, for the operators
+#: that push it and the plugin that reads it.
+CARD_ID_XCOM_KEY = "card_id"
+
 
 def table_url(app_url: str | None, project_id: str, card_id: str) -> str | None:
     """The web application's page of a table: ``{app_url}/projects/{ProjectID}/cards/{CardID}``.

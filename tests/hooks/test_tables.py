@@ -250,7 +250,7 @@ def test_no_credit_and_too_large_are_typed_and_cost_nothing(make_hook, tmp_path)
 
 # -- ids in paths -----------------------------------------------------------------------------------
 
-TRICKS = ["../../data/import", "P/cards/CRD-x", "x?ProjectID=y", "x#frag", "a%2F..%2Fb", "..%2F", " P "]
+TRICKS = ["../../data/import", "P/cards/CRD-x", "x?ProjectID=y", "x#frag", "a%2F..%2Fb", "..%2F", "a b"]
 
 
 @pytest.mark.parametrize("project_id", TRICKS)
@@ -340,6 +340,31 @@ def test_a_delete_whose_answer_was_lost_is_done_not_failed(hook, emulator, csv_p
     hook.delete_card(None, card_id)
     assert [r["method"] for r in emulator.stats()["requests"]] == ["DELETE", "DELETE"]
     assert find_summary(hook.list_cards(), card_id) is None
+
+
+def test_the_async_call_path_reads_a_delete_whose_answer_was_lost_as_done(hook, emulator, csv_path):
+    """Issue 39 point 5: the landed rule is the call path's, not the sync side's: httpx reads it the same."""
+    from airflow_tables.hooks._http import delete_table
+
+    card_id = hook.import_csv(None, csv_path)
+    emulator.wait_until_processed(emulator.project_id, card_id, 30)
+    emulator.reset_stats()
+    emulator.set_faults([{"methods": ["DELETE"], "path": re.escape(card_id), "drop": "after", "times": 1}])
+    assert asyncio.run(hook._acall(delete_table, None, card_id)) == {}
+    assert [r["method"] for r in emulator.stats()["requests"]] == ["DELETE", "DELETE"]
+    assert find_summary(hook.list_cards(), card_id) is None
+
+
+def test_a_404_without_an_earlier_attempt_that_may_have_landed_is_not_found(hook, emulator):
+    """Only an attempt that may have landed makes a 404 mean done: a first 404 is the table's absence."""
+    from airflow_tables.hooks._http import delete_table
+
+    for call in (
+        lambda: hook.delete_card(None, UNKNOWN_CARD),
+        lambda: asyncio.run(hook._acall(delete_table, None, UNKNOWN_CARD)),
+    ):
+        with pytest.raises(ex.DataTablesNotFoundError):
+            call()
 
 
 def test_a_delete_is_retried_on_502(hook, emulator, csv_path):
@@ -661,10 +686,26 @@ def test_a_timeout_message_says_how_long_it_waited(hook, emulator, csv_path):
         hook.wait_for_processed(None, card_id, poll_interval=0.1, timeout=0.3)
 
 
-def test_an_explicit_empty_project_id_is_refused(hook, emulator):
-    with pytest.raises(ValueError, match="project_id is empty"):
-        hook.list_cards("")
+@pytest.mark.parametrize("project_id", ["", "  ", "None", " None\n"])
+def test_a_project_id_that_rendered_nothing_is_refused_before_any_request(hook, emulator, csv_path, project_id):
+    """Issue 39 point 4: one check and one sentence for every endpoint ("None" once asked for such a department)."""
+    calls = (
+        lambda: hook.list_cards(project_id),
+        lambda: hook.get_card(project_id, CARD),
+        lambda: hook.delete_card(project_id, CARD),
+        lambda: hook.import_csv(project_id, csv_path),
+        lambda: asyncio.run(hook.a_list_cards(project_id)),
+    )
+    for call in calls:
+        with pytest.raises(ValueError, match=r"project_id is .*, which names no department") as refused:
+            call()
+        assert repr(project_id) in str(refused.value)
     assert emulator.stats()["requests"] == []
+
+
+def test_white_space_around_a_project_id_is_removed_as_a_task_removes_it(hook, emulator):
+    assert hook.list_cards(f" {emulator.project_id}\n") == hook.list_cards(emulator.project_id)
+    assert {r["path"] for r in emulator.stats()["requests"]} == {f"/v1.0/projects/{emulator.project_id}/cards"}
 
 
 def test_a_host_ending_in_the_api_version_is_told_to_drop_it(make_hook, emulator):

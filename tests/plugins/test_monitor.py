@@ -263,3 +263,19 @@ def test_departments_typed_by_a_viewer_cost_at_most_a_bounded_number_of_requests
     again = monitor.department(info, "PRJ-typed-0")  # one already asked: its answer, no new request
     assert "HTTP 403" in (again.error or "")
     assert len([r for r in emulator.stats()["requests"] if r["path"].endswith("/cards")]) == len(lists)
+
+
+def test_the_page_reads_an_events_credits_and_fingerprint_through_the_upload_record():
+    """Issue 39 point 4: no raw reading of the extras by key in the plugin: the record's reader, its defaults."""
+    from datetime import datetime
+
+    from airflow_tables.assets import UploadRecord, table_ref
+    from airflow_tables.plugins.events import recorded_import
+
+    ref = table_ref("sales", "CRD-1", service="https://tables.example.com")
+    at = datetime(2026, 5, 20, tzinfo=UTC)
+    written = UploadRecord.of(ref, None, replaced=False, fingerprint="xxh3-128:ab:5")
+    each = recorded_import(ref, "d", "t", "r", None, at, {**written.to_extra(), "credits": 0}, "success")
+    assert (each.card_id, each.credits, each.fingerprint, each.map_index) == ("CRD-1", 0, "xxh3-128:ab:5", -1)
+    odd = recorded_import(ref, "d", "t", "r", 2, at, {"credits": "2", "fingerprint": None})
+    assert (odd.credits, odd.fingerprint) == (1, "")  # as the record's defaults: one credit, no fingerprint

@@ -180,3 +180,25 @@ def test_a_given_partition_key_goes_on_the_event_and_each_partition_queues_its_c
         assert why in out
         if AIRFLOW_V_3_2_PLUS:
             assert _queued_partitions(CONSUMER) == before  # no key, no partitioned run
+
+
+def test_the_record_type_lives_in_assets_and_utils_events_re_exports_it():
+    """Issue 39 point 4: the plugin may not import utils/, so the record is assets.UploadRecord; the old name stays."""
+    from airflow_tables import assets
+    from airflow_tables.utils import events
+
+    assert events.UploadRecord is assets.UploadRecord
+
+
+def test_extras_are_read_field_by_field_each_wrong_type_as_its_default():
+    from airflow_tables.assets import UploadRecord
+
+    ref = table_ref("sales", "CRD-1", service="https://tables.example.com")
+    extra = {"credits": True, "rows": "20", "fingerprint": 5, "replaced": 1, "card_name": "orders", "other": 1}
+    assert UploadRecord.from_extra(extra, ref=ref, dag_id="d") == UploadRecord(
+        "tables.example.com", "sales", "CRD-1", card_name="orders", dag_id="d"
+    )
+    assert UploadRecord.from_extra({"credits": 0}) is None  # no table named, and no asset to name it
+    written = UploadRecord.of(ref, None, replaced=True, fingerprint="abc")
+    assert UploadRecord.from_extra(written.to_extra()) == written
+    assert UploadRecord.from_extra(None, ref=ref) == UploadRecord(ref.service, ref.project_id, ref.card_id)

@@ -25,7 +25,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from urllib.parse import quote, quote_plus, urlsplit, urlunsplit
 
 from airflow_tables import __version__
@@ -43,6 +43,10 @@ from airflow_tables.exceptions import (
     DataTablesRejectedFileError,
     DataTablesServerError,
 )
+
+if TYPE_CHECKING:
+    from airflow_tables.hooks._multipart import MultipartFile
+    from airflow_tables.sources import Source
 
 T = TypeVar("T")
 
@@ -136,18 +140,13 @@ class ConnectionSettings:
         return Request(method, "/".join([self.base_url, API_VERSION, *segments]), headers)
 
     def department(self, project_id: str | None) -> str:
-        """The department a call names, else the connection's ``project_id`` extra; checked as an id."""
-        if project_id is not None and not str(project_id).strip():
-            # An explicit empty value (a template that rendered "") is a mistake, not "the default".
-            raise ValueError("project_id is empty: name a department, or leave project_id out to use the connection's.")
-        project = project_id if project_id is not None else self.project_id
-        if project is None:
+        """The department a call names, else the connection's ``project_id`` extra (:func:`checked_project_id`)."""
+        if project_id is None and self.project_id is None:
             raise ValueError("No project_id given and the connection has no 'project_id' extra: name a department.")
-        segment(project, "project_id")  # the same check for the form field as for a path
-        return str(project)
+        return checked_project_id(self.project_id if project_id is None else project_id)
 
     def cards_request(self, method: str, project_id: str | None, card_id: str | None = None) -> Request:
-        """A request to the department's tables, or to one of them."""
+        """A request to the department's tables, or to one of them (the path of seed sections 4.1 to 4.3)."""
         segments = ["projects", segment(self.department(project_id), "project_id"), "cards"]
         if card_id is not None:
             segments.append(card_segment(card_id))
@@ -439,6 +438,35 @@ def card_id_problem(card_id: object) -> str | None:
     if not CARD_ID.match(card_id):
         return f"card_id {card_id!r} is not a CardID: the service's ids are 'CRD-' followed by a UUID"
     return None
+
+
+def project_id_problem(project_id: object) -> str | None:
+    """What is wrong with a ``project_id`` given explicitly (not left out), or ``None``.
+
+    The one check of a department's id, for the hook, the tasks and the triggers alike. An
+    empty value, white space or the text ``"None"`` is what a template that found nothing
+    renders: it is refused, never read as "the connection's default" (that would import into
+    another department) nor sent as a department called ``None``.
+    """
+    if isinstance(project_id, bool) or not isinstance(project_id, (str, int)):
+        return f"project_id must be a string (a department's ProjectID), not {type(project_id).__name__} {project_id!r}"
+    text = str(project_id).strip()
+    if not text or text == "None":
+        return (
+            f"project_id is {project_id!r}, which names no department (a template that rendered nothing?): name a "
+            "department, or leave project_id out to use the connection's project_id extra"
+        )
+    if text in (".", ".."):
+        return f"project_id is {project_id!r}, not a department's ProjectID"
+    return None
+
+
+def checked_project_id(project_id: object) -> str:
+    """``project_id`` as the department's id (surrounding white space removed), or ``ValueError`` naming the problem."""
+    problem = project_id_problem(project_id)
+    if problem is not None:
+        raise ValueError(problem)
+    return str(project_id).strip()
 
 
 def card_segment(card_id: str) -> str:
@@ -746,3 +774,111 @@ class RetryPolicy:
                     raise
             await asyncio.sleep(wait)
         raise AssertionError("unreachable")
+
+
+# -- the endpoints, and the one way every call of them goes ----------------------------------------
+
+
+@dataclass(frozen=True)
+class Call:
+    """One call of an endpoint, described: its request, and how the call path reads its failures.
+
+    Each endpoint of the service (the seed's section 4) has one builder below, and every call,
+    sync or async, goes through :func:`run_call` or :func:`arun_call`: a new endpoint is one
+    builder and one call of the hook's ``_call``/``_acall``.
+
+    :param idempotent: sending it again cannot do it twice (a GET, a DELETE), so a transient
+        failure is tried again; the paid import is sent again only when the connection was refused.
+    :param gone_means_done: a 404 after an attempt that may have landed (no answer, a 5xx)
+        means that attempt did it: a DELETE whose answer was lost deleted the table.
+    :param upload: the request's body (the import's form), sent from its start by each attempt.
+    """
+
+    request: Request
+    idempotent: bool = True
+    gone_means_done: bool = False
+    upload: MultipartFile | None = field(default=None, repr=False)
+
+
+def list_tables(settings: ConnectionSettings, project_id: str | None) -> Call:
+    """The department's tables (seed 4.1); free."""
+    return Call(settings.cards_request("GET", project_id))
+
+
+def fetch_table(settings: ConnectionSettings, project_id: str | None, card_id: str) -> Call:
+    """One table with its description and columns (seed 4.2); free."""
+    return Call(settings.cards_request("GET", project_id, card_id))
+
+
+def delete_table(settings: ConnectionSettings, project_id: str | None, card_id: str) -> Call:
+    """Delete a table for good (seed 4.3): gone after an attempt that may have landed means deleted."""
+    return Call(settings.cards_request("DELETE", project_id, card_id), gone_means_done=True)
+
+
+def import_file(
+    settings: ConnectionSettings,
+    project_id: str | None,
+    source: Source,
+    *,
+    filename: str,
+    card_id: str | None = None,
+    logger: LogLike | None = None,
+) -> Call:
+    """The paid import (seed 4.4): ``source`` as a new table, or as ``card_id``'s new data; never idempotent.
+
+    The form's fields are the seed's: ``ProjectID``, ``CardID`` for a replacement (its shape
+    checked first), and the file part ``File`` named ``filename``, streamed from ``source``.
+    """
+    from airflow_tables.hooks._multipart import MultipartFile
+
+    fields = {"ProjectID": settings.department(project_id)}
+    if card_id is not None:
+        card_segment(card_id)
+        fields["CardID"] = card_id
+    body = MultipartFile(fields, "File", source, filename=filename, logger=logger)
+    request = settings.request("POST", "data", "import", content_type=body.content_type)
+    return Call(request, idempotent=False, upload=body)
+
+
+@dataclass
+class _Attempts:
+    """What the attempts of one call have shown: whether one of them may have landed."""
+
+    call: Call
+    logger: LogLike
+    landed: bool = False
+
+    def failed(self, error: DataTablesError) -> dict:
+        """The answer a failed attempt stands for (a 404 read as done: :attr:`Call.gone_means_done`), else raise."""
+        if self.call.gone_means_done and self.landed and isinstance(error, DataTablesNotFoundError):
+            req = self.call.request
+            self.logger.info("%s %s: gone now, so the earlier attempt did it", req.method, req.url)
+            return {}
+        self.landed |= may_have_landed(error)
+        raise error
+
+
+def run_call(policy: RetryPolicy, call: Call, send: Callable[[], dict]) -> dict:
+    """Make ``call``, ``send`` being one attempt of it (a transport's exchange), retried as ``policy`` says."""
+    attempts = _Attempts(call, policy.logger)
+
+    def attempt() -> dict:
+        try:
+            return send()
+        except DataTablesError as error:
+            return attempts.failed(error)
+
+    return policy.run(attempt, idempotent=call.idempotent)
+
+
+async def arun_call(policy: RetryPolicy, call: Call, send: Callable[[], Awaitable[dict]]) -> dict:
+    """:func:`run_call` for an async transport: the same attempts, retries and reading of failures."""
+    attempts = _Attempts(call, policy.logger)
+
+    async def attempt() -> dict:
+        try:
+            return await send()
+        except DataTablesError as error:
+            return attempts.failed(error)
+
+    return await policy.arun(attempt, idempotent=call.idempotent)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import itertools
 import os
 import time
@@ -34,14 +35,19 @@ from airflow_tables.exceptions import (
 )
 from airflow_tables.hooks._http import (
     CARD_ID,
+    Call,
     ConnectionSettings,
     RetryPolicy,
     _deprecated,
+    arun_call,
     card_segment,
-    may_have_landed,
+    delete_table,
+    fetch_table,
+    import_file,
+    list_tables,
+    run_call,
     uncertain_import,
 )
-from airflow_tables.hooks._multipart import MultipartFile
 from airflow_tables.hooks._transport import AsyncTransport, SyncTransport, new_session
 from airflow_tables.model import (
     REPLACEMENT_SPACING,
@@ -178,38 +184,26 @@ class DataTablesHook(BaseHook):
             logger=self.log,
         )
 
-    def _call(
-        self, method: str, project_id: str | None, card_id: str | None = None, *, retries: int | None = None
-    ) -> dict:
-        """Send a GET or DELETE with retries; a 404 after a DELETE that may have landed means it did."""
+    def _call(self, endpoint: Callable[..., Call], *args: Any, retries: int | None = None) -> dict:
+        """Build ``endpoint``'s call (a builder of :mod:`~airflow_tables.hooks._http`) with ``args``; make it."""
+        return self._send(endpoint(self.settings, *args), retries)
+
+    def _send(self, call: Call, retries: int | None = None) -> dict:
+        """Make ``call`` with requests (an upload on a fresh connection: see :class:`SyncTransport`)."""
         settings = self.settings
-        req = settings.cards_request(method, project_id, card_id)
         transport = SyncTransport(settings, self.get_conn())
-        landed = False
+        send = functools.partial(transport.exchange, call.request, upload=call.upload)
+        return run_call(self._policy(settings, retries), call, send)
 
-        def send() -> dict:
-            nonlocal landed
-            try:
-                return transport.exchange(req)
-            except DataTablesNotFoundError:
-                if req.method == "DELETE" and landed:
-                    self.log.info("%s %s: gone now, so the earlier attempt deleted it", req.method, req.url)
-                    return {}
-                raise
-            except DataTablesError as error:
-                landed |= may_have_landed(error)
-                raise
-
-        return self._policy(settings, retries).run(send, idempotent=True)
-
-    async def _acall(self, method: str, project_id: str | None, card_id: str | None = None) -> dict:
+    async def _acall(self, endpoint: Callable[..., Call], *args: Any) -> dict:
+        """:meth:`_call` with httpx, in :meth:`async_client`'s client (one of its own outside the block)."""
         if self._atransport is None:
             async with self.async_client():
-                return await self._acall(method, project_id, card_id)
+                return await self._acall(endpoint, *args)
         transport = self._atransport
-        settings = transport.settings
-        req = settings.cards_request(method, project_id, card_id)
-        return await self._policy(settings).arun(lambda: transport.exchange(req), idempotent=True)
+        call = endpoint(transport.settings, *args)
+        send = functools.partial(transport.exchange, call.request)
+        return await arun_call(self._policy(transport.settings), call, send)
 
     # -- endpoints --------------------------------------------------------------------------
     #
@@ -234,19 +228,19 @@ class DataTablesHook(BaseHook):
 
     def tables(self, project_id: str | None = None) -> list[TableSummary]:
         """The department's tables (summaries) the key can see; no credit is used."""
-        return [TableSummary.from_json(card) for card in self._cards_of(self._call("GET", project_id))]
+        return [TableSummary.from_json(card) for card in self._cards_of(self._call(list_tables, project_id))]
 
     async def a_tables(self, project_id: str | None = None) -> list[TableSummary]:
         """:meth:`tables` without blocking the event loop."""
-        return [TableSummary.from_json(card) for card in self._cards_of(await self._acall("GET", project_id))]
+        return [TableSummary.from_json(card) for card in self._cards_of(await self._acall(list_tables, project_id))]
 
     def table(self, project_id: str | None, card_id: str) -> TableDetail:
         """One table fetched: its summary, ``Description`` and ``Columns``; no credit is used."""
-        return self._detail(self._call("GET", project_id, card_id))
+        return self._detail(self._call(fetch_table, project_id, card_id))
 
     async def a_table(self, project_id: str | None, card_id: str) -> TableDetail:
         """:meth:`table` without blocking the event loop."""
-        return self._detail(await self._acall("GET", project_id, card_id))
+        return self._detail(await self._acall(fetch_table, project_id, card_id))
 
     def find_tables(self, project_id: str | None, card_ids: Iterable[str]) -> dict[str, TableSummary]:
         """The department's tables by CardID, by the seed's polling rule (list, find the CardID).
@@ -291,7 +285,7 @@ class DataTablesHook(BaseHook):
         it is processed and locked (a live connection feeds it).
         """
         try:
-            self._call("DELETE", project_id, card_id)
+            self._call(delete_table, project_id, card_id)
         except DataTablesConflictError as conflict:
             raise self._conflict(project_id, card_id, conflict, "delete") from None
 
@@ -306,10 +300,7 @@ class DataTablesHook(BaseHook):
         fields: dict[str, Any] = {"method": conflict.method, "url": conflict.url}
         if look.status is TableStatus.BEING_READ:
             return DataTablesBusyError(409, f"{conflict.msg} ({look.message})", **fields)
-        try:
-            table = TableSummary.from_json(look.summary) if look.summary is not None else None
-        except ValueError:  # a fetched table's answer that does not name it: nothing to tell
-            table = None
+        table = look.table
         if action == "delete" and table is not None and table.locked_from_delete is True:
             return DataTablesLockedError(
                 409, f"{conflict.msg} (LockedFromDelete is true: a live connection feeds this table)", **fields
@@ -376,15 +367,11 @@ class DataTablesHook(BaseHook):
             source.utf8_size()  # a converted file is read once to count: a byte not valid in it stops here
         except SourceError as err:
             raise type(err)(err.label, f"{err.reason}; nothing was sent to the Data Tables Service.") from None
-        settings = self.settings
-        project = settings.department(project_id)
-        fields = {"ProjectID": project}
-        if card_id is not None:
-            card_segment(card_id)
-            fields["CardID"] = card_id
+        project = self.settings.department(project_id)
         name = upload_name(source.name, table_name)
-        body = MultipartFile(fields, "File", source, filename=name, logger=self.log)
-        req = settings.request("POST", "data", "import", content_type=body.content_type)
+        call = import_file(self.settings, project, source, filename=name, card_id=card_id, logger=self.log)
+        body = call.upload
+        assert body is not None
         self.log.info(
             "Importing %s (%.1f MiB) into department %s%s",
             name,
@@ -393,16 +380,15 @@ class DataTablesHook(BaseHook):
             f" to replace {card_id}" if card_id else "",
         )
 
-        transport = SyncTransport(settings)  # each try on a fresh connection (see SyncTransport)
         started = time.monotonic()
         try:
-            result = self._policy(settings).run(lambda: transport.exchange(req, upload=body), idempotent=False)
+            result = self._send(call)
         except DataTablesConflictError as conflict:
             if card_id is None:
                 raise
             raise self._conflict(project, card_id, conflict, "replace") from None
         except DataTablesError as exc:
-            failure = body.cut_off(req.url) or uncertain_import(exc, name, project, card_id)
+            failure = body.cut_off(call.request.url) or uncertain_import(exc, name, project, card_id)
             if failure is exc:
                 raise
             raise failure from exc
@@ -607,7 +593,7 @@ class DataTablesHook(BaseHook):
             settings = self.settings
             project = settings.project_id
             try:
-                cards = self._cards_of(self._call("GET", project or _PROBE_PROJECT, retries=0))
+                cards = self._cards_of(self._call(list_tables, project or _PROBE_PROJECT, retries=0))
             except (DataTablesPermissionError, DataTablesNotFoundError) as exc:
                 if project or isinstance(exc, DataTablesAuthenticationError):
                     raise

@@ -353,7 +353,9 @@ def warn_if_mapped_twice(task: DataTablesImportOperator, context: Context, card_
     XComs (pushed once a replacement is sent; this try's own is not pushed yet) are what is
     compared, so an instance that has not sent yet is not seen.
     """
-    same = (mapped_values(task, context, "card_id") or []).count(card_id)
+    from airflow_tables.links import CARD_ID_XCOM_KEY
+
+    same = (mapped_values(task, context, CARD_ID_XCOM_KEY) or []).count(card_id)
     if same:
         task.log.warning(
             "%s[%s] replaces %s, which %d other map index(es) of this run replaced already: each replacement costs "

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_tables._durable import SignedStore, durable_store, forgotten_when_ended
 from airflow_tables.assets import table_ref
-from airflow_tables.links import DataTablesTableLink, table_url
+from airflow_tables.links import CARD_ID_XCOM_KEY, DataTablesTableLink, table_url
 from airflow_tables.model import TableStatus, TableWatch
 from airflow_tables.operators._checks import check_read, failed_read
 from airflow_tables.operators._schema import APPROVAL_KEY
@@ -226,7 +226,7 @@ class ImportJobSteps:
         """Push the CardID and the table's URL (the "Open table" button) once per try, before any wait."""
         if self._job is None or self._job.card_id != job.card_id:
             ti = context["ti"]
-            ti.xcom_push(key="card_id", value=job.card_id)
+            ti.xcom_push(key=CARD_ID_XCOM_KEY, value=job.card_id)
             # Pushed even when empty: a link with no XCom at all logs an error when the task ends.
             url = table_url(self.hook.settings.app_url, job.project_id, job.card_id)
             ti.xcom_push(key=DataTablesTableLink().xcom_key, value=url or "")
@@ -256,6 +256,6 @@ class ImportJobSteps:
         """The uploaded file as input and the table as output (called by the OpenLineage provider only)."""
         from airflow_tables.utils.openlineage import import_lineage
 
-        card_id = task_instance.xcom_pull(task_ids=task_instance.task_id, key="card_id")
+        card_id = task_instance.xcom_pull(task_ids=task_instance.task_id, key=CARD_ID_XCOM_KEY)
         ref = table_ref(self.department, card_id, service=self.hook.settings.base_url) if card_id else None
         return import_lineage(self.file_path, ref)

@@ -28,7 +28,8 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import unquote
 
-from airflow_tables.assets import TableRef, parse_table_uri, signed_record
+from airflow_tables.assets import TableRef, UploadRecord, parse_table_uri, signed_record
+from airflow_tables.links import CARD_ID_XCOM_KEY
 from airflow_tables.plugins.models import Credits, DayCredits
 
 if TYPE_CHECKING:
@@ -37,7 +38,6 @@ if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
 CREDIT_WINDOW = timedelta(days=7)
-CARD_ID_KEY = "card_id"
 #: Task states in which an accepted import without an event is still on its way.
 WAITING_STATES = frozenset(
     {"running", "deferred", "up_for_retry", "up_for_reschedule", "queued", "scheduled", "restarting", ""}
@@ -74,7 +74,7 @@ def _state(value: object) -> str:
 
 
 def recorded_import(
-    card_id: str,
+    ref: TableRef,
     dag_id: str | None,
     task_id: str | None,
     run_id: str | None,
@@ -83,12 +83,10 @@ def recorded_import(
     extra: object,
     task_state: object = "",
 ) -> Import:
-    """An import its asset event records (credits and fingerprint from the event's extras)."""
-    extras = extra if isinstance(extra, dict) else {}
-    spent = extras.get("credits", 1)
-    fingerprint = extras.get("fingerprint")
+    """An import its asset event records: credits and fingerprint as its upload record says them."""
+    record = UploadRecord.from_extra(extra, ref=ref) or UploadRecord(ref.service, ref.project_id, ref.card_id)
     return Import(
-        card_id,
+        ref.card_id,
         dag_id or "",
         task_id or "",
         run_id or "",
@@ -96,8 +94,8 @@ def recorded_import(
         timestamp,
         "recorded",
         _state(task_state),
-        spent if isinstance(spent, int) and not isinstance(spent, bool) else 1,
-        fingerprint if isinstance(fingerprint, str) else "",
+        record.credits,
+        record.fingerprint or "",
     )
 
 
@@ -139,7 +137,8 @@ def _department_events(
         card_id = uri[len(prefix) :]
         if "%" in card_id:
             card_id = unquote(card_id)
-        yield card_id, recorded_import(card_id, dag_id, task_id, run_id, map_index, timestamp, extras)
+        ref = TableRef(service, project_id, card_id)
+        yield card_id, recorded_import(ref, dag_id, task_id, run_id, map_index, timestamp, extras)
 
 
 def _decoded(extra: object) -> object:
@@ -226,7 +225,7 @@ def unrecorded_imports(
             TaskInstance.state,
         )
         .join(TaskInstance, same_task(TaskInstance, *columns))
-        .where(XComModel.key == CARD_ID_KEY, XComModel.timestamp >= since, ~recorded)
+        .where(XComModel.key == CARD_ID_XCOM_KEY, XComModel.timestamp >= since, ~recorded)
     )
     found = []
     for value, dag_id, task_id, run_id, map_index, timestamp, state in session.execute(query):
@@ -273,7 +272,7 @@ def table_imports(session: Session, ref: TableRef, secret: str, *, limit: int = 
     for dag_id, task_id, run_id, map_index, timestamp, extra, state in session.execute(query):
         extras = _decoded(extra)
         if signed_record(secret, extras, dag_id, task_id, run_id):
-            found.append(recorded_import(ref.card_id, dag_id, task_id, run_id, map_index, timestamp, extras, state))
+            found.append(recorded_import(ref, dag_id, task_id, run_id, map_index, timestamp, extras, state))
             if len(found) == limit:
                 break
     found += unrecorded_imports(session, None, since=EPOCH, card_id=ref.card_id)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from airflow_tables.links import CARD_ID_XCOM_KEY
 from airflow_tables.plugins.events import task_event_ref
 from airflow_tables.plugins.events import xcom_text as _text
 
@@ -27,7 +28,6 @@ if TYPE_CHECKING:
     from airflow_tables.assets import TableRef
     from airflow_tables.plugins.models import ConnectionInfo
 
-CARD_ID_KEY = "card_id"
 CONN_ID_KEY = "datatables_conn_id"
 
 
@@ -60,11 +60,11 @@ def task_facts(session: Session, dag_id: str, run_id: str, task_id: str, map_ind
                 XComModel.run_id == run_id,
                 XComModel.task_id == task_id,
                 XComModel.map_index == map_index,
-                XComModel.key.in_([CARD_ID_KEY, CONN_ID_KEY, link_key]),
+                XComModel.key.in_([CARD_ID_XCOM_KEY, CONN_ID_KEY, link_key]),
             )
         )
     }
-    xcom = pushed.get(CARD_ID_KEY)
+    xcom = pushed.get(CARD_ID_XCOM_KEY)
     rendered = session.scalar(rendered_fields_query(dag_id, run_id, task_id, map_index))
     project = _text(rendered.get("project_id")) if isinstance(rendered, dict) else None
     return TaskFacts(

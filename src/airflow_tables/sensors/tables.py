@@ -11,7 +11,7 @@ from airflow.sdk import BaseSensorOperator, PokeReturnValue
 
 from airflow_tables.model import TableStatus, TableSummary, TableWatch, check_wait, service_time
 from airflow_tables.utils import waiting
-from airflow_tables.utils.tasks import DataTablesTaskMixin
+from airflow_tables.utils.tasks import DataTablesTaskMixin, check_card_id
 from airflow_tables.version_compat import AirflowFailException, AirflowSkipException, conf
 
 if TYPE_CHECKING:
@@ -61,11 +61,7 @@ class DataTablesProcessedSensor(DataTablesTaskMixin, BaseSensorOperator):
         self.deferrable = deferrable
 
     def poke(self, context: Context) -> PokeReturnValue:
-        from airflow_tables.hooks._http import card_id_problem
-
-        problem = card_id_problem(self.card_id)
-        if problem is not None:
-            raise AirflowFailException(f"{self.task_id}: {problem}; nothing was sent.")
+        check_card_id(self.task_id, self.card_id)
         department = self.department
         look = self.hook.look(department, self._watch())
         if look.status is TableStatus.BEING_READ:

@@ -306,13 +306,12 @@ def _checked(project_id: object, card_id: object, poll_interval: object) -> tupl
     A trigger that could never look (a malformed CardID, no department, an interval of 0)
     fails its task at once, instead of becoming a waiter that no listing answers.
     """
-    from airflow_tables.hooks._http import card_id_problem
+    from airflow_tables.hooks._http import card_id_problem, checked_project_id
 
     problem = card_id_problem(card_id)
     if problem is not None:
         raise ValueError(problem)
-    if not isinstance(project_id, str) or not project_id.strip():
-        raise ValueError(f"project_id must be a department's ProjectID (a non-empty string), not {project_id!r}")
+    project_id = checked_project_id(project_id)
     try:
         interval = float(poll_interval)  # type: ignore[arg-type]  # anything else is what the check refuses
     except (TypeError, ValueError):

@@ -26,20 +26,18 @@ another DAG's event with a ``fingerprint`` extra cannot make a real refresh be s
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import AssetAlias
 
-from airflow_tables.assets import ALIAS_NAME, SIGNATURE, asset_of, record_signature, signed_record
+from airflow_tables.assets import ALIAS_NAME, UploadRecord, asset_of, event_verifies, has_fingerprint
 from airflow_tables.version_compat import AIRFLOW_V_3_2_PLUS, AIRFLOW_V_3_3_PLUS
 
 if TYPE_CHECKING:
     from airflow.sdk import Asset, Context
 
     from airflow_tables.assets import TableRef
-    from airflow_tables.model import TableSummary
 
 TABLES_ALIAS = AssetAlias(name=ALIAS_NAME, group="datatables")
 #: How many of a table's newest asset events are searched for the last upload record.
@@ -47,93 +45,7 @@ RECORDS_LOOKED_AT = 50
 
 log = logging.getLogger(__name__)
 
-
-@dataclass(frozen=True)
-class UploadRecord:
-    """An upload as its asset event's extras say it; ``dag_id``/``task_id``/``run_id`` come from the event.
-
-    :param completion_time: the ``UploadCompletionTime`` seen once the table was read (``None``
-        when the task did not wait); ``rows`` likewise.
-    :param fingerprint: the bytes sent, when ``skip_if_unchanged`` computed it; a record without
-        one is not read back.
-    :param partition_key: the partition the upload was recorded for, if any (an extra only when set).
-    """
-
-    service: str
-    project_id: str
-    card_id: str
-    card_name: str | None = None
-    rows: int | None = None
-    completion_time: str | None = None
-    replaced: bool = False
-    credits: int = 1
-    fingerprint: str | None = None
-    partition_key: str | None = None
-    dag_id: str | None = None
-    task_id: str | None = None
-    run_id: str | None = None
-
-    @classmethod
-    def of(cls, ref: TableRef, table: TableSummary | None, *, replaced: bool, fingerprint: str | None) -> UploadRecord:
-        """The record of an upload to ``ref``, with what the look after its read saw (``table``)."""
-        return cls(
-            ref.service,
-            ref.project_id,
-            ref.card_id,
-            table.name if table else None,
-            table.rows if table else None,
-            table.completion_time if table else None,
-            replaced,
-            1,
-            fingerprint,
-        )
-
-    def to_extra(self, secret: str | None = None) -> dict[str, Any]:
-        """The event's extras (the source of the event is the event's own, not an extra).
-
-        With ``secret`` (the connection's API key) and the record's DAG, task and run, the extras
-        are signed (``signature``), so that :meth:`from_event` can tell this provider's record from
-        another DAG's event that copies its extras.
-        """
-        extra = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _FROM_EVENT}
-        if extra["partition_key"] is None:  # the extras of an upload without partitions stay as they were
-            del extra["partition_key"]
-        if secret is not None:
-            extra[SIGNATURE] = record_signature(secret, extra, self.dag_id, self.task_id, self.run_id)
-        return extra
-
-    @classmethod
-    def from_event(cls, event: Any, secret: str | None = None) -> UploadRecord | None:
-        """The record an asset event holds; ``None`` when it is not one of ours (no fingerprint) or is malformed.
-
-        With ``secret``, also ``None`` when its signature does not verify for the event's DAG, task and run.
-        """
-        extra: Mapping[str, Any] = event.extra or {}
-        if not _is_ours(event):
-            return None
-        if secret is not None and not _verified(secret, event):
-            return None
-        known = {f.name for f in fields(cls)} - _FROM_EVENT
-        try:
-            return cls(
-                **{k: v for k, v in extra.items() if k in known},
-                dag_id=event.source_dag_id,
-                task_id=event.source_task_id,
-                run_id=event.source_run_id,
-            )
-        except TypeError:  # a required extra is missing
-            return None
-
-
-_FROM_EVENT = frozenset({"dag_id", "task_id", "run_id"})
-
-
-def _verified(secret: str, event: Any) -> bool:
-    return signed_record(secret, event.extra, event.source_dag_id, event.source_task_id, event.source_run_id)
-
-
-def _is_ours(event: Any) -> bool:
-    return bool((event.extra or {}).get("fingerprint"))
+__all__ = ["RECORDS_LOOKED_AT", "TABLES_ALIAS", "UploadRecord", "last_upload", "record_upload"]
 
 
 def record_upload(
@@ -214,9 +126,9 @@ def last_upload(ref: TableRef, secret: str) -> UploadRecord | None:
     try:
         asset = asset_of(ref)  # name and URI both: by URI alone, Airflow finds only assets a DAG refers to
         for event in newest_asset_events(asset.name, asset.uri, RECORDS_LOOKED_AT):
-            if not _is_ours(event):
+            if not has_fingerprint(event):
                 continue
-            if not _verified(secret, event):
+            if not event_verifies(secret, event):
                 log.warning(
                     "An event on %s by %s/%s/%s carries a fingerprint but was not recorded by airflow-tables with "
                     "this connection's key: it is not taken as the table's last upload",

@@ -28,17 +28,17 @@ class DataTablesTaskMixin:
     def department(self) -> str:
         """The ProjectID: the task's, else (when it was left out) the connection's ``project_id`` extra.
 
-        An explicit empty value (a template that rendered ``""``) fails: it is a mistake, and
-        falling back would import into another department.
+        An explicit value that names nothing (``""``, white space, ``"None"``: a template that
+        rendered nothing) fails without retry: falling back would import into another department.
+        The check is the hook's own (:func:`~airflow_tables.hooks._http.checked_project_id`).
         """
         if self.project_id is not None:
-            project = str(self.project_id).strip()
-            if not project or project == "None":
-                raise AirflowFailException(
-                    f"{self.task_id}: project_id is {self.project_id!r}: name a department, or leave project_id "
-                    f"out to use connection {self.datatables_conn_id!r}'s; nothing was sent."
-                )
-            return project
+            from airflow_tables.hooks._http import checked_project_id
+
+            try:
+                return checked_project_id(self.project_id)
+            except ValueError as err:
+                raise refusal(self.task_id, str(err)) from None
         default = self.hook.settings.project_id
         if not default:
             raise AirflowFailException(
@@ -53,3 +53,18 @@ class DataTablesTaskMixin:
         if self.project_id is not None:
             return "the task's project_id"
         return f"the project_id extra of connection {self.datatables_conn_id!r}"
+
+
+def refusal(task_id: str, problem: str) -> AirflowFailException:
+    """The one sentence a task fails with, without retry, for an argument that rendered wrong (before any request)."""
+    return AirflowFailException(f"{task_id}: {problem}; nothing was sent.")
+
+
+def check_card_id(task_id: str, card_id: object) -> str:
+    """``card_id`` when it has a CardID's shape; else the task's :func:`refusal` naming what is wrong."""
+    from airflow_tables.hooks._http import card_id_problem
+
+    problem = card_id_problem(card_id)
+    if problem is not None:
+        raise refusal(task_id, problem)
+    return str(card_id)
