@@ -31,6 +31,7 @@ service accepts last holds the table, and the record says so.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -51,45 +52,38 @@ def check_choice(if_older: object) -> None:
         raise ValueError(f"if_older must be one of {', '.join(map(repr, CHOICES))}, not {if_older!r}")
 
 
-def _key(task: DataTablesImportOperator, project: str, card_id: str) -> str:
+def _key(base_url: str, project: str, card_id: str) -> str:
     """The record's name below :data:`PREFIX`: the table's asset name."""
     from airflow_tables.assets import table_ref
 
-    return table_ref(project, card_id, service=task.hook.settings.base_url).name
+    return table_ref(project, card_id, service=base_url).name
 
 
-def _records(task: DataTablesImportOperator) -> Any:
+def _records(api_key: str, log: Any) -> Any:
     """The records, signed with the connection's key (``_durable.SignedStore``): a Variable writer cannot forge one."""
     from airflow_tables._durable import shared_records
 
     description = "airflow-tables: the run that last replaced this table"
-    return shared_records(PREFIX, task.hook.settings.api_key, description, task.log)
+    return shared_records(PREFIX, api_key, description, log)
 
 
-def _logical_date(context: Context) -> datetime | None:
+def logical_date(context: Context) -> datetime | None:
+    """This run's logical date; ``None`` for a run without one (never held back)."""
     dag_run = context.get("dag_run")
     value = getattr(dag_run, "logical_date", None) if dag_run is not None else context.get("logical_date")
     return value if isinstance(value, datetime) else None
 
 
-def _holder(task: DataTablesImportOperator, key: str) -> dict[str, Any] | None:
-    """The run that holds the table, when its record verifies and is sane; else ``None`` (with a warning).
+def holder(record: Any, now: datetime) -> dict[str, Any] | None:
+    """The run a verified record names as holding the table, when it is sane; else ``None``.
 
     A record signed by this provider with this connection's key is still checked: its logical date
-    must carry a zone (one without cannot be compared with a run's) and lie no later than now
+    must carry a zone (one without cannot be compared with a run's) and lie no later than ``now``
     (a run of a later date has not replaced anything yet); anything else would hold every replace
     of the table back for good.
     """
-    record = _records(task).get(key)
-    if record is None:
-        return None
     when = _date(record.get("logical_date")) if isinstance(record, dict) else None
-    if when is None or when > datetime.now(UTC):
-        task.log.warning(
-            "The if_older record %r names no run that could hold the table (%r): it is ignored", PREFIX + key, record
-        )
-        return None
-    return record
+    return record if when is not None and when <= now else None
 
 
 def _date(value: object) -> datetime | None:
@@ -107,52 +101,99 @@ def _describe(record: dict[str, Any]) -> str:
     )
 
 
-def check_not_older(task: DataTablesImportOperator, project: str, card_id: str) -> None:
-    """Before a replacement is sent: hold back a run older than the one that last replaced the table."""
-    from airflow.sdk import get_current_context
+@dataclass(frozen=True)
+class BackfillGuard:
+    """``if_older``, deciding on this run's logical date and the record of the run that holds the table (no I/O)."""
 
-    if task.if_older == "replace":
+    if_older: str
+
+    @property
+    def checks(self) -> bool:
+        """Whether the record is read at all: not under ``"replace"``."""
+        return self.if_older != "replace"
+
+    @staticmethod
+    def newer(mine: datetime | None, held: dict[str, Any] | None) -> bool:
+        """Whether ``held`` (a sane record, see :func:`holder`) is of a later run than this one (``mine``)."""
+        return mine is not None and held is not None and datetime.fromisoformat(held["logical_date"]) > mine
+
+    def held_back(self, mine: datetime | None, held: dict[str, Any] | None, project: str, card_id: str) -> str | None:
+        """Why this run does not replace the table (``None``: it does), said for a person."""
+        if not self.checks or not self.newer(mine, held):
+            return None
+        assert mine is not None and held is not None  # newer() made sure
+        return (
+            f"table {card_id} in department {project} holds newer data: {_describe(held)} replaced it, and this "
+            f"run's logical date is {mine.isoformat()}; nothing was sent and no credit was spent"
+        )
+
+
+# adapter: the operator's flow calls this
+def check_not_older(
+    task: DataTablesImportOperator, project: str, card_id: str, *, context: Context | None = None
+) -> None:
+    """Before a replacement is sent: hold back a run older than the one that last replaced the table."""
+    guard = BackfillGuard(task.if_older)
+    if not guard.checks:
         return
-    context = get_current_context()
-    mine = _logical_date(context)
+    mine = logical_date(context if context is not None else _current_context())
     if mine is None:
         task.log.info("This run has no logical date: if_older does not hold it back")
         return
-    record = _holder(task, _key(task, project, card_id))
-    if record is None or datetime.fromisoformat(record["logical_date"]) <= mine:
+    settings = task.hook.settings
+    key = _key(settings.base_url, project, card_id)
+    message = guard.held_back(mine, _holder(settings.api_key, key, task.log), project, card_id)
+    if message is None:
         return
-    message = (
-        f"table {card_id} in department {project} holds newer data: {_describe(record)} replaced it, and this "
-        f"run's logical date is {mine.isoformat()}; nothing was sent and no credit was spent"
-    )
-    if task.if_older == "skip":
-        held = f"if_older='skip'; the record is the Variable {PREFIX + _key(task, project, card_id)!r}"
+    if guard.if_older == "skip":
+        held = f"if_older='skip'; the record is the Variable {PREFIX + key!r}"
         task.log.warning("%s (%s)", message, held)
         raise AirflowSkipException(f"{message} ({held})")
     raise AirflowFailException(
         f"{message}. Not retried. To send it anyway pass if_older='replace', or delete the Variable "
-        f"{PREFIX + _key(task, project, card_id)!r} (Admin > Variables)."
+        f"{PREFIX + key!r} (Admin > Variables)."
     )
 
 
-def record_replaced(task: DataTablesImportOperator, project: str, card_id: str) -> None:
+# adapter: the operator's flow calls this
+def record_replaced(
+    task: DataTablesImportOperator, project: str, card_id: str, *, context: Context | None = None
+) -> None:
     """Once the service accepted a replacement: this run now holds the table (a failure here is only logged)."""
-    from airflow.sdk import get_current_context
-
-    context = get_current_context()
-    mine = _logical_date(context)
+    context = context if context is not None else _current_context()
+    mine = logical_date(context)
     if mine is None:
         return
-    key = _key(task, project, card_id)
+    settings = task.hook.settings
+    key = _key(settings.base_url, project, card_id)
     ti = context["ti"]
     record = {"logical_date": mine.isoformat(), "dag_id": ti.dag_id, "run_id": ti.run_id, "task_id": ti.task_id}
     try:
-        held = _holder(task, key)
-        if held is not None and datetime.fromisoformat(held["logical_date"]) > mine:
+        if BackfillGuard.newer(mine, _holder(settings.api_key, key, task.log)):
             return  # if_older='replace' sent older data: the later run's date still guards the table
-        _records(task).set(key, record)
+        _records(settings.api_key, task.log).set(key, record)
     except Exception as err:  # the file is sent; the record only guards later backfills
         task.log.warning("Could not record that this run replaced %s (%s): %s", card_id, PREFIX + key, err)
 
 
-__all__ = ["CHOICES", "check_choice", "check_not_older", "record_replaced"]
+def _holder(api_key: str, key: str, log: Any) -> dict[str, Any] | None:
+    """The sane record of the run that holds the table (:func:`holder`); one that is not is ignored with a warning."""
+    record = _records(api_key, log).get(key)
+    if record is None:
+        return None
+    held = holder(record, datetime.now(UTC))
+    if held is None:
+        log.warning(
+            "The if_older record %r names no run that could hold the table (%r): it is ignored", PREFIX + key, record
+        )
+    return held
+
+
+def _current_context() -> Context:
+    """The running task's context, until the flow hands its own in (``context=``)."""
+    from airflow.sdk import get_current_context
+
+    return get_current_context()
+
+
+__all__ = ["CHOICES", "BackfillGuard", "check_choice", "check_not_older", "holder", "logical_date", "record_replaced"]

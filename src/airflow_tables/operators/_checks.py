@@ -13,7 +13,7 @@ import contextlib
 import os
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from airflow_tables.model import check_wait
 from airflow_tables.version_compat import AirflowException, AirflowFailException
@@ -23,10 +23,9 @@ if TYPE_CHECKING:
 
     from airflow.sdk import Context
 
+    from airflow_tables.model import TableDetail
     from airflow_tables.operators.tables import DataTablesImportOperator
     from airflow_tables.sources import Source
-
-E = TypeVar("E", bound=Exception)
 
 
 def check_options(
@@ -52,25 +51,36 @@ def check_options(
         declared(encoding)
 
 
-def check_arguments(task: DataTablesImportOperator) -> None:
-    """Fail the task, without retry and before any request, on arguments that rendered wrong."""
+def arguments_problem(
+    file_path: Any, card_id: Any, replaces: bool, table_name: str | None, poll_interval: object, timeout: object
+) -> str | None:
+    """What is wrong with the arguments as they rendered (the first thing found), or ``None``."""
     from airflow_tables.hooks._http import card_id_problem
 
-    problem = file_path_problem(task.file_path)
-    if problem is None and task.replaces:
-        problem = card_id_problem(task.card_id)
-    if problem is None and task.table_name is not None:
+    problem = file_path_problem(file_path)
+    if problem is None and replaces:
+        problem = card_id_problem(card_id)
+    if problem is None and table_name is not None:
         from airflow_tables.hooks.tables import upload_name
 
         try:
-            upload_name("x.csv", task.table_name)
+            upload_name("x.csv", table_name)
         except ValueError as err:
             problem = str(err)
     if problem is None:
         try:
-            check_wait(task.poll_interval, task.timeout)
+            check_wait(poll_interval, timeout)
         except ValueError as err:
             problem = str(err)
+    return problem
+
+
+# adapter: the operator's flow calls this
+def check_arguments(task: DataTablesImportOperator) -> None:
+    """Fail the task, without retry and before any request, on arguments that rendered wrong."""
+    problem = arguments_problem(
+        task.file_path, task.card_id, task.replaces, task.table_name, task.poll_interval, task.timeout
+    )
     if problem is not None:
         raise AirflowFailException(f"{task.task_id}: {problem}; nothing was sent.")
     task.department  # noqa: B018 - an empty project_id fails here, before any request
@@ -157,6 +167,28 @@ class Checked:
     report: Any = None
 
 
+@dataclass(frozen=True)
+class FileCheck:
+    """What to check in a file before it is sent, as the task's arguments say.
+
+    ``validate``: the service's CSV rules; ``expectations``: a Great Expectations suite;
+    ``column_types``: type the columns in the same scan (a replacement that compares them);
+    ``fingerprint``: hash the bytes to be sent (``skip_if_unchanged``).
+    """
+
+    file_path: Any
+    validate: bool
+    expectations: Any = None
+    column_types: bool = False
+    fingerprint: bool = False
+
+    @property
+    def scans(self) -> bool:
+        """Whether the file is scanned at all (validation or expectations)."""
+        return self.validate or self.expectations is not None
+
+
+# adapter: the operator's flow calls this
 def check_file(task: DataTablesImportOperator, context: Context, source: Source) -> Checked:
     """Validate (and check expectations) before any request; failures are final, not retried.
 
@@ -164,54 +196,64 @@ def check_file(task: DataTablesImportOperator, context: Context, source: Source)
     is computed alongside the validation scan. The rows and columns validation counted are
     returned with it: the table must have them once read (``on_read_mismatch``).
     """
-    if not task.skip_if_unchanged:
-        report = _validate(task, context, source)
+    from airflow_tables.operators._schema import needs_column_types
+
+    check = FileCheck(
+        task.file_path, task.validate, task.expectations, needs_column_types(task), task.skip_if_unchanged
+    )
+    return checked_file(check, context, source, task.log)
+
+
+def checked_file(check: FileCheck, context: Context, source: Source, log: Any) -> Checked:
+    """Run ``check`` on ``source`` (one scan; the fingerprint alongside it): what was found, or a final failure."""
+    if not check.fingerprint:
+        report = _validate(check, context, source, log)
         fingerprint = None
     else:
         from airflow_tables.sources.fingerprint import while_validating
 
         assert source.local_path is not None  # staged by opened_source
-        report, fingerprint = while_validating(lambda: _validate(task, context, source), source.local_path)
+        report, fingerprint = while_validating(lambda: _validate(check, context, source, log), source.local_path)
     if report is None:
         return Checked(fingerprint)
     return Checked(fingerprint, report.rows, report.column_count, report)
 
 
-def _validate(task: DataTablesImportOperator, context: Context, source: Source) -> Any:
+def _validate(check: FileCheck, context: Context, source: Source, log: Any) -> Any:
     """The validation, then the expectations, whose result (``describe_dict()``) goes to XCom ``gx_result``.
 
     Returns the validation report (``None`` when nothing was checked).
     """
-    if not task.validate and task.expectations is None:
+    if not check.scans:
         return None
-    from airflow_tables.operators._schema import needs_column_types
     from airflow_tables.validation import validate_source
 
     # The schema check's column types come from this same scan (one read of the file).
     read_at = time.time()
-    report = validate_source(source, column_types=needs_column_types(task))
-    task.log.info("%s", report.summary())
+    report = validate_source(source, column_types=check.column_types)
+    log.info("%s", report.summary())
     for warning in report.warnings:
-        task.log.warning("%s: %s", task.file_path, warning)
-    if task.validate and not report.ok:
+        log.warning("%s: %s", check.file_path, warning)
+    if check.validate and not report.ok:
         from airflow_tables.exceptions import CsvValidationError
 
-        unfinished = still_being_written(task.file_path, report, read_at)
+        unfinished = still_being_written(check.file_path, report, read_at)
         if unfinished is not None:
             raise unfinished
         raise AirflowFailException(str(CsvValidationError(report.path, report.errors)))
-    if task.expectations is not None:
-        from airflow_tables.expectations import ExpectationsError, check
+    if check.expectations is not None:
+        from airflow_tables.expectations import ExpectationsError
+        from airflow_tables.expectations import check as check_expectations
 
         try:
-            outcome = check(report, task.expectations, path=source.local_path)
+            outcome = check_expectations(report, check.expectations, path=source.local_path)
         except ExpectationsError as err:
-            raise AirflowFailException(f"{task.file_path}: {err}") from None
+            raise AirflowFailException(f"{check.file_path}: {err}") from None
         context["ti"].xcom_push(key="gx_result", value=outcome.result)
-        task.log.info("%s", outcome.summary)
+        log.info("%s", outcome.summary)
         if not outcome.success:
-            raise AirflowFailException(f"{task.file_path}: {outcome.failure_message()}")
-    return report if task.validate else None
+            raise AirflowFailException(f"{check.file_path}: {outcome.failure_message()}")
+    return report if check.validate else None
 
 
 #: How long before its reading a file with a cut last record may have changed and still count as being written.
@@ -242,51 +284,56 @@ def still_being_written(file_path: Any, report: Any, read_at: float) -> Exceptio
     return CsvUnfinishedError(report.path, problem, max(age, 0.0))
 
 
+# adapter: the operator's flow calls this
 @contextlib.contextmanager
 def refusals_are_final(task: DataTablesImportOperator, project: str) -> Iterator[None]:
-    """Fail the task without retry on a refusal of the import that no later try could change."""
-    from airflow_tables.exceptions import DataTablesError
+    """End the task as :mod:`~airflow_tables.operators._refusals` says for a refusal of the import or replacement."""
+    from airflow_tables.operators._refusals import ending_the_task
 
-    try:
+    with ending_the_task(_refused(task, project), task.log):
         yield
-    except DataTablesError as err:
-        why = final_refusal(task, err, project)
-        if why is None:
-            raise
-        raise AirflowFailException(
-            f"{why}; not retried (a retry would send the same file and be refused the same way), and no credit "
-            "was spent"
-        ) from None
 
 
-def final_refusal(task: DataTablesImportOperator, err: Exception, project: str) -> str | None:
-    """What to say of a refusal that depends on the key, the organisation or the file, not on the moment."""
-    from airflow_tables import exceptions as e
+# adapter: the operator's flow calls this (through the adapters above and below)
+def _refused(task: DataTablesImportOperator, project: str, card_id: str | None = None) -> Any:
+    """The import or replacement a refusal ends, as :mod:`~airflow_tables.operators._refusals` names it."""
+    from airflow_tables.operators._refusals import Refused
 
-    conn = f"connection {task.datatables_conn_id!r}"
-    if isinstance(err, e.DataTablesAuthenticationError):
-        return f"the service does not accept the API key of {conn} ({err.msg}); correct it, then clear the task"
-    if isinstance(err, e.DataTablesPermissionError):
+    action = "replace" if task.replaces else "import"
+    return Refused(action, task.datatables_conn_id, project, card_id or task.card_id, task.file_path, task.validate)
+
+
+@dataclass(frozen=True)
+class ReadCheck:
+    """``on_read_mismatch``: a read table must have the rows and columns validation counted.
+
+    ``rows`` and ``columns`` are ``None`` when the file was not validated (nothing to compare);
+    ``policy`` is ``"fail"`` or ``"warn"``.
+    """
+
+    rows: int | None
+    columns: int | None
+    policy: str = "fail"
+
+    @property
+    def counted(self) -> bool:
+        """Whether there is anything to compare (and so a fetch of the table to make)."""
+        return self.rows is not None and self.columns is not None
+
+    def mismatch(self, detail: TableDetail, project: str, file_path: Any) -> str | None:
+        """What differs between the read table ``detail`` and the counts, said for a person; ``None``: nothing."""
+        rows, columns = detail.rows, len(detail.columns)
+        if not self.counted or (rows == self.rows and columns == self.columns):
+            return None
         return (
-            f"the API key of {conn} may not import into department {project}: importing needs permission to "
-            f"manage data there ({err.msg}); use a key that has it, then clear the task"
+            f"table {detail.card_id} ({detail.name}) in department {project} was read with {rows} rows and "
+            f"{columns} columns, but validation counted {self.rows} rows and {self.columns} columns in "
+            f"{file_path}: the service misread the file, or another client replaced the table since (it was "
+            f"read at {detail.completion_time}). The table exists and the credit is spent"
         )
-    if isinstance(err, e.DataTablesCreditsError):
-        return (
-            f"the organisation of the API key of {conn} has no import credit left ({err.msg}); each import "
-            "uses one: add credit, then clear the task"
-        )
-    if isinstance(err, (e.DataTablesRejectedFileError, e.DataTablesBadRequestError)):
-        check = "" if task.validate else " (validate=True finds what the service refuses before any request)"
-        return f"the service refused {task.file_path} ({err.msg}); correct the file{check}, then clear the task"
-    return None
 
 
-def _final(kind: type[E]) -> type[E]:
-    """``kind`` (a ``DataTablesError``) that also fails the task without retry (an ``AirflowFailException``)."""
-    return type(kind.__name__, (kind, AirflowFailException), {"__module__": kind.__module__, "__doc__": kind.__doc__})
-
-
+# adapter: the operator's flow calls this
 def check_read(task: DataTablesImportOperator, job: Any, table: Any) -> bool:
     """Whether the read table has the rows and columns validation counted (``job.rows``, ``job.columns``).
 
@@ -295,28 +342,24 @@ def check_read(task: DataTablesImportOperator, job: Any, table: Any) -> bool:
     or is logged (``"warn"``, and ``False`` is returned). Nothing is compared when the file was
     not validated.
     """
-    if job.rows is None or job.columns is None or table is None:
+    check = ReadCheck(job.rows, job.columns, task.on_read_mismatch)
+    if not check.counted or table is None:
         return True
     detail = task.hook.table(job.project_id, job.card_id)
-    rows, columns = detail.rows, len(detail.columns)
-    if rows == job.rows and columns == job.columns:
+    message = check.mismatch(detail, job.project_id, task.file_path)
+    if message is None:
         return True
-    from airflow_tables.exceptions import DataTablesReadMismatchError
-
-    message = (
-        f"table {job.card_id} ({detail.name}) in department {job.project_id} was read with {rows} rows and "
-        f"{columns} columns, but validation counted {job.rows} rows and {job.columns} columns in "
-        f"{task.file_path}: the service misread the file, or another client replaced the table since (it was "
-        f"read at {detail.completion_time}). The table exists and the credit is spent"
-    )
-    if task.on_read_mismatch == "warn":
+    if check.policy == "warn":
         task.log.warning("%s; on_read_mismatch='warn', so the task goes on", message)
         return False
-    raise _final(DataTablesReadMismatchError)(
-        None, f"{message}; not retried. Check the table, then clear the task to send the file again", seen=True
-    )
+    from airflow_tables.exceptions import DataTablesReadMismatchError
+    from airflow_tables.operators._refusals import end
+
+    end(DataTablesReadMismatchError(None, message, seen=True), _refused(task, job.project_id, job.card_id))
+    return False  # not reached: the table makes a read mismatch final
 
 
+# adapter: the operator's flow calls this
 def failed_read(task: DataTablesImportOperator, project: str, card_id: str) -> None:
     """Fail the task without retry for a table the service read badly, quoting its ``Description``.
 
@@ -324,15 +367,14 @@ def failed_read(task: DataTablesImportOperator, project: str, card_id: str) -> N
     task log and the exception (:class:`~airflow_tables.exceptions.DataTablesUploadFailedError`).
     """
     from airflow_tables.exceptions import DataTablesUploadFailedError
+    from airflow_tables.operators._refusals import end
 
     message = task.hook.failed_read_reason(project, card_id)
     task.log.error("%s", message)
-    raise _final(DataTablesUploadFailedError)(
-        None, f"{message}. Not retried: correct the file, then clear the task to send it again", seen=True
-    )
+    end(DataTablesUploadFailedError(None, message, seen=True), _refused(task, project, card_id))
 
 
-def mapped_values(task: DataTablesImportOperator, context: Context, key: str) -> list[Any] | None:
+def mapped_values(context: Context, key: str) -> list[Any] | None:
     """What every instance of this mapped task pushed under ``key`` in this run; ``None`` when it is not mapped.
 
     One request for all map indexes (the SDK's ``XCom.get_all``), where naming the map
@@ -343,9 +385,24 @@ def mapped_values(task: DataTablesImportOperator, context: Context, key: str) ->
     ti = context["ti"]
     if ti.map_index is None or ti.map_index < 0:
         return None
-    return list(ti.xcom_pull(task_ids=[task.task_id], key=key) or [])
+    return list(ti.xcom_pull(task_ids=[ti.task_id], key=key) or [])
 
 
+def replaced_already(card_id: str, replaced: list[Any]) -> int:
+    """How many other instances of a mapped task replaced ``card_id`` (``replaced``: their ``card_id`` XComs)."""
+    return replaced.count(card_id)
+
+
+def twice_replaced_warning(task_id: str, map_index: int | None, card_id: str, others: int) -> str:
+    """The warning for a table that ``others`` instances of the same mapped task replaced already."""
+    return (
+        f"{task_id}[{map_index}] replaces {card_id}, which {others} other map index(es) of this run replaced already: "
+        "each replacement costs a credit and the table keeps the last one's data. Map over distinct card_ids (or "
+        "merge the files)."
+    )
+
+
+# adapter: the operator's flow calls this
 def warn_if_mapped_twice(task: DataTablesImportOperator, context: Context, card_id: str) -> None:
     """Warn when another task instance of this mapped task already replaced ``card_id`` in this run.
 
@@ -355,39 +412,55 @@ def warn_if_mapped_twice(task: DataTablesImportOperator, context: Context, card_
     """
     from airflow_tables.links import CARD_ID_XCOM_KEY
 
-    same = (mapped_values(task, context, CARD_ID_XCOM_KEY) or []).count(card_id)
-    if same:
-        task.log.warning(
-            "%s[%s] replaces %s, which %d other map index(es) of this run replaced already: each replacement costs "
-            "a credit and the table keeps the last one's data. Map over distinct card_ids (or merge the files).",
-            task.task_id,
-            context["ti"].map_index,
-            card_id,
-            same,
-        )
+    others = replaced_already(card_id, mapped_values(context, CARD_ID_XCOM_KEY) or [])
+    if others:
+        ti = context["ti"]
+        task.log.warning("%s", twice_replaced_warning(ti.task_id, ti.map_index, card_id, others))
 
 
 #: The XCom each instance of a mapped import pushes before it sends: the department and the upload's name.
 UPLOAD_KEY = "upload"
 
 
-def refuse_if_mapped_alike(task: DataTablesImportOperator, context: Context, project: str, name: str) -> None:
-    """Fail, before sending, when another instance of this mapped import sends a new table of the same name there.
+@dataclass(frozen=True)
+class MappedUpload:
+    """What one instance of a mapped import is about to send: a new table named ``name`` in ``project_id``.
 
     Two tables of one name from one run cannot be told apart, by people or by a retry whose
     answer was lost: a ``table_name`` given in ``partial()`` names every table alike, and so do
-    files of one base name in several folders. Each instance records what it is about to send
-    (XCom ``upload``), then reads every instance's record in one request: of two that send alike,
-    the later one sees the earlier, whichever order they run in.
+    files of one base name in several folders.
+    """
+
+    project_id: str
+    name: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"project_id": self.project_id, "name": self.name}
+
+    def alike(self, recorded: list[Any]) -> bool:
+        """Whether another instance's record (``recorded``: every instance's, this one's included) is this one."""
+        return recorded.count(self.to_json()) > 1
+
+    def refusal(self, task_id: str, map_index: int | None) -> str:
+        return (
+            f"{task_id}[{map_index}]: another map index of this run also imports a new table named after "
+            f"{self.name!r} into department {self.project_id}; tables of one name cannot be told apart. Give each "
+            "its own table_name (map it with the files, not in partial()), or name the files apart; nothing was sent."
+        )
+
+
+# adapter: the operator's flow calls this
+def refuse_if_mapped_alike(task: DataTablesImportOperator, context: Context, project: str, name: str) -> None:
+    """Fail, before sending, when another instance of this mapped import sends a new table of the same name there.
+
+    Each instance records what it is about to send (XCom ``upload``), then reads every
+    instance's record in one request: of two that send alike, the later one sees the earlier,
+    whichever order they run in (:class:`MappedUpload`).
     """
     ti = context["ti"]
     if ti.map_index is None or ti.map_index < 0:
         return
-    mine = {"project_id": project, "name": name}
-    ti.xcom_push(key=UPLOAD_KEY, value=mine)
-    if (mapped_values(task, context, UPLOAD_KEY) or []).count(mine) > 1:
-        raise AirflowFailException(
-            f"{task.task_id}[{ti.map_index}]: another map index of this run also imports a new table named after "
-            f"{name!r} into department {project}; tables of one name cannot be told apart. Give each its own "
-            "table_name (map it with the files, not in partial()), or name the files apart; nothing was sent."
-        )
+    mine = MappedUpload(project, name)
+    ti.xcom_push(key=UPLOAD_KEY, value=mine.to_json())
+    if mine.alike(mapped_values(context, UPLOAD_KEY) or []):
+        raise AirflowFailException(mine.refusal(ti.task_id, ti.map_index))

@@ -36,11 +36,11 @@ from typing import TYPE_CHECKING, Any
 from airflow_tables.version_compat import AIRFLOW_V_3_3_PLUS, AirflowFailException
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Collection, Sequence
 
     from airflow.sdk import Context
 
-    from airflow_tables.model import Column, TableSummary
+    from airflow_tables.model import Column, TableDetail, TableSummary
     from airflow_tables.operators.tables import DataTablesImportOperator
     from airflow_tables.sources import Source
     from airflow_tables.validation import CsvReport
@@ -146,9 +146,62 @@ def refused_by(policy: str, differences: Sequence[Difference]) -> list[Differenc
     return [d for d in differences if d.change in BREAKING]
 
 
+@dataclass(frozen=True)
+class SchemaCheck:
+    """What :class:`SchemaGuard` found: every difference, and those its policy refuses."""
+
+    differences: list[Difference]
+    refused: list[Difference]
+
+    @property
+    def accepted(self) -> list[str]:
+        """The differences let through, as the log says them."""
+        return [str(d) for d in self.differences if d not in self.refused]
+
+    @property
+    def shown(self) -> list[str]:
+        """The refused differences, as the failure and the approval form say them."""
+        return [str(d) for d in self.refused]
+
+
+@dataclass(frozen=True)
+class SchemaGuard:
+    """``on_schema_change``, deciding on the table's columns and the file's (no I/O: both are handed in)."""
+
+    policy: str
+
+    @property
+    def checks(self) -> bool:
+        """Whether anything is compared (and the table fetched): not under ``"allow"``."""
+        return self.policy != "allow"
+
+    def decide(
+        self, table: Sequence[Column], names: Sequence[str], types: Sequence[str] | None, empty: Collection[str] = ()
+    ) -> SchemaCheck:
+        """The differences between ``table``'s columns and the file's ``names``.
+
+        ``types`` are the file's columns' types when known; ``empty`` the columns without a value.
+        """
+        differences = [
+            replace(d, empty=True) if d.change == "retyped" and d.column in empty else d
+            for d in compare(table, names, types)
+        ]
+        return SchemaCheck(differences, refused_by(self.policy, differences))
+
+    def refusal(self, found: SchemaCheck, file_path: Any, card_id: str, name: str | None, project: str) -> str:
+        """Why the task fails when the policy refuses the change (not ``"approve"``)."""
+        return (
+            f"{file_path} would change the columns of table {card_id} ({name}) in department {project}: "
+            f"{'; '.join(found.shown)}. Nothing was sent, no credit was spent, and the task is not retried. "
+            "Correct the file, or pass on_schema_change='approve' (a person decides in the Airflow UI) "
+            "or 'allow' (no check) to the task, then clear it."
+        )
+
+
+# adapter: the operator's flow calls this
 def needs_column_types(task: DataTablesImportOperator) -> bool:
     """Whether the task's validation scan must type the columns (a replacement that checks them)."""
-    return task.replaces and task.on_schema_change != "allow"
+    return task.replaces and SchemaGuard(task.on_schema_change).checks
 
 
 @dataclass(frozen=True)
@@ -173,7 +226,29 @@ class Approval:
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
+    def describe(self) -> str:
+        """The change, as the log and the failures name it."""
+        return f"the change of the columns of table {self.card_id} ({'; '.join(self.differences)})"
 
+    def answers(self, card_id: str | None) -> bool:
+        """Whether this is a person's approval of a change of table ``card_id``."""
+        return self.approved_by is not None and self.card_id == card_id
+
+    def changed_since(self, now: Approval, file_path: Any) -> list[str]:
+        """What no longer holds of what was approved, ``now`` being what the check sees: empty when it all holds."""
+        changed = []
+        if self.fingerprint is None or self.fingerprint != now.fingerprint:
+            changed.append(f"the file {file_path} is not the one checked (its bytes differ)")
+        if self.completion_time != now.completion_time:
+            changed.append(
+                f"table {self.card_id} was read again (at {now.completion_time}, not {self.completion_time})"
+            )
+        if self.differences != now.differences:
+            changed.append(f"the differences are now {'; '.join(now.differences)}")
+        return changed
+
+
+# adapter: the operator's flow calls this
 def check_schema(
     task: DataTablesImportOperator,
     project: str,
@@ -181,15 +256,18 @@ def check_schema(
     source: Source,
     table: TableSummary | None,
     report: CsvReport | None = None,
+    *,
+    context: Context | None = None,
 ) -> None:
     """Compare the file's columns with the table's, right before a replacement is sent; refuse as the policy says.
 
     ``table`` is the look that found the table idle; ``report`` the task's validation report (its
     columns, and their types when the scan typed them). Costs one fetch of the table (no credit),
-    none under ``"allow"``. Under ``"approve"`` a refused change waits for a person.
+    none under ``"allow"``. Under ``"approve"`` a refused change waits for a person (which needs
+    ``context``; until the flow hands it in, the running task's).
     """
-    policy = task.on_schema_change
-    if policy == "allow":
+    guard = SchemaGuard(task.on_schema_change)
+    if not guard.checks:
         return
     detail = task.hook.table(project, card_id)
     if not detail.columns:
@@ -198,28 +276,22 @@ def check_schema(
     names, types, empty = _file_schema(source, report)
     if types is None:
         task.log.warning("%s: the columns' types are unknown, so only their names are compared", task.file_path)
-    differences = [
-        replace(d, empty=True) if d.change == "retyped" and d.column in empty else d
-        for d in compare(detail.columns, names, types)
-    ]
-    refused = refused_by(policy, differences)
-    accepted = [str(d) for d in differences if d not in refused]
-    if accepted:
-        task.log.info("Schema of %s: %s (on_schema_change=%r lets it through)", card_id, "; ".join(accepted), policy)
-    if not refused:
-        if not differences:
+    found = guard.decide(detail.columns, names, types, empty)
+    if found.accepted:
+        task.log.info(
+            "Schema of %s: %s (on_schema_change=%r lets it through)", card_id, "; ".join(found.accepted), guard.policy
+        )
+    if not found.refused:
+        if not found.differences:
             task.log.info("Schema of %s unchanged: %d columns, same names and types", card_id, len(names))
         return
-    shown = [str(d) for d in refused]
-    if policy == "approve":
-        _approved_or_ask(task, source, detail, shown, table)
-        return
-    raise AirflowFailException(
-        f"{task.file_path} would change the columns of table {card_id} ({detail.name}) in department {project}: "
-        f"{'; '.join(shown)}. Nothing was sent, no credit was spent, and the task is not retried. "
-        "Correct the file, or pass on_schema_change='approve' (a person decides in the Airflow UI) "
-        "or 'allow' (no check) to the task, then clear it."
-    )
+    if guard.policy != "approve":
+        raise AirflowFailException(guard.refusal(found, task.file_path, card_id, detail.name, project))
+    if context is None:  # the flow does not hand it in yet
+        from airflow.sdk import get_current_context
+
+        context = get_current_context()
+    _approved_or_ask(task, context, source, detail, found.shown, table)
 
 
 def _file_schema(source: Source, report: CsvReport | None) -> tuple[list[str], list[str] | None, set[str]]:
@@ -243,27 +315,24 @@ def _fingerprint(source: Source) -> str | None:
     return fingerprint_file(source.local_path)
 
 
+# adapter: the operator's flow calls this (through check_schema)
 def _approved_or_ask(
-    task: DataTablesImportOperator, source: Source, detail: Any, shown: list[str], table: TableSummary | None
+    task: DataTablesImportOperator,
+    context: Context,
+    source: Source,
+    detail: TableDetail,
+    shown: list[str],
+    table: TableSummary | None,
 ) -> None:
     """Return when a person approved exactly this change; otherwise defer to ask, or fail when it no longer holds."""
-    from airflow.sdk import get_current_context
-
     from airflow_tables._durable import durable_store
 
-    context = get_current_context()
     store = durable_store(context, task.hook.settings.api_key, task.log)
     completion_time = table.completion_time if table is not None else detail.completion_time
-    fingerprint = _fingerprint(source)
+    now = Approval(detail.card_id, shown, completion_time, _fingerprint(source))
     asked = Approval.from_json(store.get(APPROVAL_KEY))
-    if asked is not None and asked.approved_by is not None and asked.card_id == detail.card_id:
-        changed = []
-        if asked.fingerprint is None or asked.fingerprint != fingerprint:
-            changed.append(f"the file {task.file_path} is not the one checked (its bytes differ)")
-        if asked.completion_time != completion_time:
-            changed.append(f"table {detail.card_id} was read again (at {completion_time}, not {asked.completion_time})")
-        if asked.differences != shown:
-            changed.append(f"the differences are now {'; '.join(shown)}")
+    if asked is not None and asked.answers(detail.card_id):
+        changed = asked.changed_since(now, task.file_path)
         if not changed:
             task.log.info("Schema change of %s approved by %s: %s", detail.card_id, asked.approved_by, "; ".join(shown))
             return
@@ -272,13 +341,13 @@ def _approved_or_ask(
             f"{asked.approved_by} approved a change of the columns of table {detail.card_id}, but since then "
             f"{' and '.join(changed)}. Nothing was sent and no credit was spent; clear the task to ask again."
         )
-    if fingerprint is None:
+    if now.fingerprint is None:
         raise AirflowFailException(
             f"{task.file_path} would change the columns of table {detail.card_id}: {'; '.join(shown)}; an approval "
             "must hold for the bytes shown, and this file is streamed unchecked. Pass validate=True so that it is "
             "checked and kept, then clear the task. Nothing was sent."
         )
-    store.set(APPROVAL_KEY, Approval(detail.card_id, shown, completion_time, fingerprint).to_json())
+    store.set(APPROVAL_KEY, now.to_json())
     _ask(task, context, detail, shown)
 
 
@@ -298,26 +367,35 @@ def _code(value: str) -> str:
     return f"{fence}{pad}{text}{pad}{fence}"
 
 
-def _ask(task: DataTablesImportOperator, context: Context, detail: Any, shown: list[str]) -> None:
+def approval_form(
+    file_path: Any, detail: TableDetail, department: str, shown: list[str], approval_timeout: float | None
+) -> tuple[str, str]:
+    """The approval form's subject and body (Markdown, every name quoted so that none is read as Markdown)."""
+    name = f"{detail.name} ({detail.card_id})" if detail.name else detail.card_id
+    lines = "\n".join(f"- {_code(line)}" for line in shown)
+    body = (
+        f"The file {_code(str(file_path))} would change the columns of table {_code(name)} in department "
+        f"{_code(department)}:\n\n{lines}\n\n"
+        "Questions people ask of these columns may stop working or answer differently.\n\n"
+        "**Approve** sends the file (one credit). **Reject** sends nothing and fails the task; "
+        "so does no answer" + (f" within {timedelta(seconds=approval_timeout)}." if approval_timeout else ".")
+    )
+    return f"Replace table {name} with a file whose columns changed?", body
+
+
+# adapter: the operator's flow calls this (through check_schema)
+def _ask(task: DataTablesImportOperator, context: Context, detail: TableDetail, shown: list[str]) -> None:
     """Write the approval form (the task's human-in-the-loop detail) and defer until it is answered."""
     from airflow.providers.standard.triggers.hitl import HITLTrigger
     from airflow.sdk.execution_time.hitl import upsert_hitl_detail
     from airflow.sdk.timezone import utcnow
 
-    name = f"{detail.name} ({detail.card_id})" if detail.name else detail.card_id
-    lines = "\n".join(f"- {_code(line)}" for line in shown)
-    body = (
-        f"The file {_code(str(task.file_path))} would change the columns of table {_code(name)} in department "
-        f"{_code(task.department)}:\n\n{lines}\n\n"
-        "Questions people ask of these columns may stop working or answer differently.\n\n"
-        "**Approve** sends the file (one credit). **Reject** sends nothing and fails the task; "
-        "so does no answer" + (f" within {timedelta(seconds=task.approval_timeout)}." if task.approval_timeout else ".")
-    )
+    subject, body = approval_form(task.file_path, detail, task.department, shown, task.approval_timeout)
     ti_id = context["task_instance"].id
     upsert_hitl_detail(
         ti_id=ti_id,
         options=[APPROVE, REJECT],
-        subject=f"Replace table {name} with a file whose columns changed?",
+        subject=subject,
         body=body,
         defaults=None,
         multiple=False,
@@ -352,33 +430,42 @@ def _ask(task: DataTablesImportOperator, context: Context, detail: Any, shown: l
     )
 
 
-def resume(task: DataTablesImportOperator, context: Context, event: dict[str, Any]) -> str:
-    """The person's answer: run the task again on "Approve" (the checks hold it to what was shown), else fail."""
-    from airflow_tables._durable import durable_store, forgotten_when_ended
+def resume(asked: Approval | None, event: dict[str, Any], task_id: str, approval_timeout: float | None) -> Approval:
+    """The person's answer (``event``) to the change shown (``asked``): the approval on "Approve", else fail.
 
-    with forgotten_when_ended(context, task, (APPROVAL_KEY,)):
-        store = durable_store(context, task.hook.settings.api_key, task.log)
-        asked = Approval.from_json(store.get(APPROVAL_KEY))
-        if asked is None:
-            raise AirflowFailException(f"{task.task_id}: resumed with no schema change on record; nothing was sent")
-        what = f"the change of the columns of table {asked.card_id} ({'; '.join(asked.differences)})"
-        if "error" in event:
-            if event.get("error_type") == "timeout":
-                raise AirflowFailException(
-                    f"nobody answered whether to approve {what} within {timedelta(seconds=task.approval_timeout or 0)}"
-                    "; nothing was sent and no credit was spent. Clear the task to ask again."
-                )
-            raise AirflowFailException(f"the approval of {what} failed: {event.get('error')}; nothing was sent")
-        chosen = list(event.get("chosen_options") or [])
-        user = event.get("responded_by_user") or {}
-        who = (user.get("name") if isinstance(user, dict) else None) or "the timeout default"
-        if chosen != [APPROVE]:
+    No I/O: the operator reads the note, keeps the approval this returns, and runs the task again
+    (the checks then hold the file and the table to what was shown).
+    """
+    if asked is None:
+        raise AirflowFailException(f"{task_id}: resumed with no schema change on record; nothing was sent")
+    what = asked.describe()
+    if "error" in event:
+        if event.get("error_type") == "timeout":
             raise AirflowFailException(
-                f"{who} rejected {what}; nothing was sent and no credit was spent. The table keeps its data."
+                f"nobody answered whether to approve {what} within {timedelta(seconds=approval_timeout or 0)}"
+                "; nothing was sent and no credit was spent. Clear the task to ask again."
             )
-        task.log.info("%s approved %s; validating the file again before sending it", who, what)
-        store.set(APPROVAL_KEY, Approval(**{**asked.to_json(), "approved_by": who}).to_json())
-        return task.execute(context)
+        raise AirflowFailException(f"the approval of {what} failed: {event.get('error')}; nothing was sent")
+    chosen = list(event.get("chosen_options") or [])
+    user = event.get("responded_by_user") or {}
+    who = (user.get("name") if isinstance(user, dict) else None) or "the timeout default"
+    if chosen != [APPROVE]:
+        raise AirflowFailException(
+            f"{who} rejected {what}; nothing was sent and no credit was spent. The table keeps its data."
+        )
+    return replace(asked, approved_by=who)
 
 
-__all__ = ["POLICIES", "Difference", "check_policy", "check_schema", "compare", "needs_column_types", "resume"]
+__all__ = [
+    "POLICIES",
+    "Approval",
+    "Difference",
+    "SchemaCheck",
+    "SchemaGuard",
+    "approval_form",
+    "check_policy",
+    "check_schema",
+    "compare",
+    "needs_column_types",
+    "resume",
+]

@@ -43,7 +43,6 @@ from airflow_tables.utils.tasks import DataTablesTaskMixin
 from airflow_tables.version_compat import (
     AirflowException,
     AirflowFailException,
-    AirflowSkipException,
     ResumableJobMixin,
     conf,
 )
@@ -233,8 +232,20 @@ class DataTablesImportOperator(ImportJobSteps, ResumableJobMixin, _DataTablesOpe
         return self._store(context).signed(self.external_id_key, done)  # stored by the mixin as it is
 
     def execute_schema_approval(self, context: Context, event: dict[str, Any]) -> str:
-        """Resume after a person answered the ``on_schema_change="approve"`` form: send on approval, else fail."""
-        return _schema.resume(self, context, event)
+        """Resume after a person answered the ``on_schema_change="approve"`` form: send on approval, else fail.
+
+        The approval is kept (the task's store) and the task runs again: its checks hold the file
+        and the table to what the person saw (``_schema.check_schema``).
+        """
+        with forgotten_when_ended(context, self, (_schema.APPROVAL_KEY,)):
+            store = self._store(context)
+            asked = _schema.Approval.from_json(store.get(_schema.APPROVAL_KEY))
+            approval = _schema.resume(asked, event, self.task_id, self.approval_timeout)
+            self.log.info(
+                "%s approved %s; validating the file again before sending it", approval.approved_by, approval.describe()
+            )
+            store.set(_schema.APPROVAL_KEY, approval.to_json())
+            return self.execute(context)
 
     # -- sending the file once ----------------------------------------------------------------
 
@@ -378,14 +389,10 @@ class DataTablesDeleteOperator(_DataTablesOperator):
         self.conflict_retries = conflict_retries
 
     def execute(self, context: Context) -> None:
-        from airflow_tables.exceptions import (
-            DataTablesBusyError,
-            DataTablesConflictError,
-            DataTablesLockedError,
-            DataTablesNotFoundError,
-            DataTablesPermissionError,
-        )
+        """Delete the table once it is not being read; a refusal ends the task as ``_refusals`` says."""
+        from airflow_tables.exceptions import DataTablesError, DataTablesLockedError, DataTablesNotFoundError
         from airflow_tables.hooks._http import card_id_problem
+        from airflow_tables.operators._refusals import Refused, end
 
         problem = card_id_problem(self.card_id)
         if problem is not None:
@@ -394,16 +401,16 @@ class DataTablesDeleteOperator(_DataTablesOperator):
         seen: list[TableSummary] = []  # the last look that found the table
 
         def delete(look: Look) -> None:
+            # What a look shows ends the task as the service's own refusal would (the same row of the table).
             if look.status is TableStatus.GONE:
-                return self._missing(project)
+                raise DataTablesNotFoundError(None, f"table {self.card_id} is not in department {project}", seen=True)
             table = look.table
             if table is not None:
                 seen[:] = [table]
             if table is not None and table.locked_from_delete is True:  # read, and still locked: a live connection
-                return self._locked(table)
+                raise DataTablesLockedError(None, "", seen=True)
             self.hook.delete_card(project, self.card_id)
             self.log.info("Deleted table %s (%s) from department %s", self.card_id, table and table.name, project)
-            return None
 
         try:
             self.hook.send_when_idle(
@@ -416,47 +423,20 @@ class DataTablesDeleteOperator(_DataTablesOperator):
                 wait=self.if_processing == "wait",
                 spacing=0.0,  # a delete starts no read: no replacement rule to keep
             )
-        except DataTablesLockedError as err:
-            self._locked(seen[0] if seen else None, err.msg)
-        except DataTablesNotFoundError:
-            self._missing(project)
-        except DataTablesPermissionError as err:
-            raise AirflowFailException(
-                f"the API key of {self.datatables_conn_id!r} may not delete tables in department {project}: "
-                f"deleting needs permission to manage data there ({err.msg})"
-            ) from None
-        except DataTablesBusyError as err:
-            if self.if_processing == "fail":
-                raise AirflowFailException(f"{self.card_id} is being read; if_processing='fail' ({err.msg})") from None
-            raise AirflowException(f"{self.card_id} stayed busy: {err.msg}") from None
-        except DataTablesConflictError as err:
-            raise AirflowFailException(f"the service refused to delete {self.card_id}: {err.msg}") from None
-
-    def _missing(self, project: str) -> None:
-        # The department is all that was looked at: a table of that id elsewhere lives on, so say which.
-        where = f"department {project} ({self.department_origin})"
-        if self.missing_ok:
-            self.log.info(
-                "Table %s is not in %s; nothing to delete (missing_ok). No other department was looked at: a table "
-                "of this id in other departments is left as it is",
+        except DataTablesError as err:
+            refused = Refused(
+                "delete",
+                self.datatables_conn_id,
+                project,
                 self.card_id,
-                where,
+                if_processing=self.if_processing,
+                if_locked=self.if_locked,
+                missing_ok=self.missing_ok,
+                # The department is all that was looked at: a table of that id elsewhere lives on, so say which.
+                where=f"department {project} ({self.department_origin})",
+                table=seen[0] if seen else None,
             )
-            return
-        raise AirflowFailException(
-            f"table {self.card_id} is not in {where}; no other department was looked at. Check the card_id and "
-            "the project_id (or pass missing_ok=True to allow a missing table)"
-        )
-
-    def _locked(self, table: TableSummary | None, reason: str = "") -> None:
-        source = (table and table.connector_source) or "a connected system"
-        message = (
-            f"table {self.card_id} ({table and table.name}) is locked from delete: it is fed by an active "
-            f"connection to {source}{f' ({reason})' if reason else ''}"
-        )
-        if self.if_locked == "skip":
-            raise AirflowSkipException(message)
-        raise AirflowFailException(f"{message}. Pause the connection first, or pass if_locked='skip'.")
+            end(err, refused, self.log)
 
 
 def _refuse_if_connected(card_id: str, table: TableSummary | None) -> None:
