@@ -11,11 +11,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-import itertools
 import os
 import time
-import warnings
-from collections.abc import AsyncIterator, Callable, Collection, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from airflow.sdk import BaseHook
@@ -30,15 +28,14 @@ from airflow_tables.exceptions import (
     DataTablesLockedError,
     DataTablesNotFoundError,
     DataTablesPermissionError,
-    DataTablesTimeoutError,
-    DataTablesUploadFailedError,
 )
+from airflow_tables.hooks._deprecated import DeprecatedMethods
+from airflow_tables.hooks._form import ConnectionForm
 from airflow_tables.hooks._http import (
     CARD_ID,
     Call,
     ConnectionSettings,
     RetryPolicy,
-    _deprecated,
     arun_call,
     card_segment,
     delete_table,
@@ -49,17 +46,14 @@ from airflow_tables.hooks._http import (
     uncertain_import,
 )
 from airflow_tables.hooks._transport import AsyncTransport, SyncTransport, new_session
+from airflow_tables.hooks.waits import TableWaits
 from airflow_tables.model import (
-    REPLACEMENT_SPACING,
-    Look,
     TableDetail,
     TableStatus,
     TableSummary,
-    TableWatch,
     by_card_id,
     card_id_of,
     cards_of,
-    check_wait,
     missing_from,
 )
 from airflow_tables.sources import SourceError, open_source
@@ -84,7 +78,7 @@ def _task_context() -> Any:
 _PROBE_PROJECT = "airflow-connection-test"
 
 
-class DataTablesHook(BaseHook):
+class DataTablesHook(TableWaits, ConnectionForm, DeprecatedMethods, BaseHook):
     """Talk to the Data Tables Service with the API key of an Airflow connection.
 
     :param datatables_conn_id: a ``datatables`` connection: ``host`` the base URL, ``password``
@@ -428,142 +422,10 @@ class DataTablesHook(BaseHook):
         """:meth:`find_tables` as plain dicts: the department's summaries by CardID (``get_card`` has the detail)."""
         return {card_id: table.to_json() for card_id, table in self.find_tables(project_id, card_ids).items()}
 
-    async def a_find_cards(self, project_id: str | None, card_ids: Iterable[str]) -> dict[str, dict]:
-        """:meth:`find_cards` without blocking the event loop. Deprecated: use :meth:`a_tables` and :meth:`a_table`."""
-        _deprecated(
-            "DataTablesHook.a_find_cards", "DataTablesHook.a_tables() (and a_table() for a table the list lacks)"
-        )
-        tables = by_card_id(await self.a_tables(project_id))
-        for card_id in missing_from(tables, card_ids):
-            with contextlib.suppress(DataTablesNotFoundError):
-                tables[card_id] = (await self.a_table(project_id, card_id)).summary
-        return {card_id: table.to_json() for card_id, table in tables.items()}
-
     def find_card(self, project_id: str | None, card_id: str) -> dict | None:
         """:meth:`find_table` as a plain dict: the table's summary, ``None`` if it is gone."""
         table = self.find_table(project_id, card_id)
         return None if table is None else table.to_json()
-
-    def look(self, project_id: str | None, watch: TableWatch | str) -> Look:
-        """One look at a table: its status, the table seen, and the watch to carry to the next look."""
-        watch = TableWatch(watch) if isinstance(watch, str) else watch
-        return watch.observe(self.find_table(project_id, watch.card_id))
-
-    def wait_for_table(
-        self,
-        project_id: str | None,
-        watch: TableWatch | str,
-        *,
-        poll_interval: float = 30.0,
-        timeout: float | None = 3600.0,
-    ) -> Look:
-        """Look at the table every ``poll_interval`` seconds until it is not being read; return that look.
-
-        Returns ready, failed and gone alike (the caller decides what each means); raises
-        only :class:`DataTablesTimeoutError` after ``timeout`` seconds of wall clock
-        (``None``: no deadline) and the errors of the requests themselves.
-        """
-        check_wait(poll_interval, timeout)
-        deadline = None if timeout is None else time.monotonic() + timeout
-        look = self.look(project_id, watch)
-        while not look.status.is_terminal:
-            remaining = None if deadline is None else deadline - time.monotonic()
-            if remaining is not None and remaining <= 0:
-                waited = f"{timeout:g} s" if timeout else "the deadline"
-                raise DataTablesTimeoutError(None, f"{look.message} after {waited}", seen=True)
-            pause = poll_interval if remaining is None else min(poll_interval, remaining)
-            self.log.info("%s; next look in %g s", look.message, pause)
-            time.sleep(pause)
-            look = self.look(project_id, look.watch)
-        return look
-
-    def wait_for_processed(
-        self,
-        project_id: str | None,
-        card_id: str,
-        *,
-        poll_interval: float = 30.0,
-        timeout: float | None = 3600.0,
-        replaced_after: str | None = None,
-    ) -> dict:
-        """Poll until ``card_id`` is processed; return its summary.
-
-        Raises :class:`DataTablesUploadFailedError` when ``SuccessfulUpload`` is false, quoting the
-        service's reason (the table's ``Description``, :meth:`failed_read_reason`),
-        :class:`DataTablesNotFoundError` when the table is gone and
-        :class:`DataTablesTimeoutError` after ``timeout`` seconds (wall clock).
-
-        :param replaced_after: after a replacement, the table's previous ``UploadCompletionTime``
-            (see :class:`~airflow_tables.model.TableWatch`).
-        """
-        look = self.wait_for_table(
-            project_id, TableWatch(card_id, replaced_after), poll_interval=poll_interval, timeout=timeout
-        )
-        if look.status is TableStatus.FAILED:
-            raise DataTablesUploadFailedError(None, self.failed_read_reason(project_id, card_id), seen=True)
-        if look.status is TableStatus.GONE:
-            raise DataTablesNotFoundError(None, look.message, seen=True)
-        assert look.table is not None  # a ready table was seen
-        return look.table.to_json()
-
-    def failed_read_reason(self, project_id: str | None, card_id: str) -> str:
-        """What to say of a table the service read badly, with its reason: its ``Description`` (a free fetch)."""
-        project = self.settings.department(project_id)
-        try:
-            detail: TableDetail | None = self.table(project, card_id)
-        except DataTablesError:
-            detail = None
-        why = f': "{detail.description}"' if detail is not None and detail.description else " (it gave no explanation)"
-        return (
-            f"the service could not read the file of table {card_id} in department {project} "
-            f"(SuccessfulUpload is false); its explanation{why}"
-        )
-
-    def send_when_idle(
-        self,
-        project_id: str | None,
-        card_id: str,
-        send: Callable[[Look], T],
-        *,
-        attempts: int = 3,
-        poll_interval: float = 30.0,
-        timeout: float | None = 3600.0,
-        wait: bool = True,
-        spacing: float = REPLACEMENT_SPACING,
-    ) -> T:
-        """Call ``send`` (a replacement or a delete) once the table is not being read.
-
-        The service refuses both with 409 while the table is being read. ``send`` receives the
-        look that found the table idle (ready, failed or gone: it decides). When the look
-        shows a finished read, ``send`` is called no earlier than ``spacing`` seconds after it
-        (the replacement rule of :mod:`airflow_tables.model`), so callers need not wait.
-        When the service refuses it because a read started meanwhile
-        (:class:`DataTablesBusyError`), this waits again and sends again, at most ``attempts``
-        more times; any other refusal is raised at once, so a table that can never be
-        replaced is never sent the file twice.
-
-        :param wait: ``False`` raises :class:`DataTablesBusyError` at once for a table being read.
-        :param spacing: seconds between the look that saw a read end and ``send``; 0 for a
-            ``send`` that starts no read (a delete).
-        """
-        for attempt in itertools.count():
-            if wait:
-                look = self.wait_for_table(project_id, card_id, poll_interval=poll_interval, timeout=timeout)
-            else:
-                look = self.look(project_id, card_id)
-                if look.status is TableStatus.BEING_READ:
-                    raise DataTablesBusyError(None, look.message)
-            if look.status in (TableStatus.READY, TableStatus.FAILED):
-                time.sleep(max(0.0, look.seen_at + spacing - time.monotonic()))
-            try:
-                return send(look)
-            except DataTablesBusyError as busy:
-                if attempt >= attempts or not wait:
-                    raise DataTablesBusyError(
-                        409, f"{busy.msg}; still busy after {attempts + 1} tries", method=busy.method, url=busy.url
-                    ) from None
-                self.log.info("Refused because a read started meanwhile (%s); waiting, then trying again", busy.msg)
-        raise AssertionError("unreachable")
 
     def tables_named_after(self, project_id: str | None, file_name: str) -> list[str]:
         """The CardIDs of the department's tables that an upload of ``file_name`` could have created.
@@ -571,21 +433,6 @@ class DataTablesHook(BaseHook):
         The service names an uploaded table after its file (:func:`~airflow_tables.evidence.named_after`).
         """
         return [table.card_id for table in self.tables(project_id) if named_after(table, file_name)]
-
-    def find_lost_import(self, project_id: str | None, file_name: str, before: Collection[str]) -> list[str]:
-        """Deprecated: the tables named after ``file_name`` that are new since ``before``.
-
-        A name is no evidence that an import made a table (another file of that name may have);
-        :class:`~airflow_tables.hooks.send_once.SendOnce` adopts a lost import only on evidence.
-        """
-        warnings.warn(
-            "DataTablesHook.find_lost_import is deprecated and goes in airflow-tables 0.4: a table named after the "
-            "file is no evidence that the import made it. Call import_csv inside a task (or use the operators): "
-            "a lost import is adopted on evidence by airflow_tables.hooks.send_once.SendOnce.",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return [card_id for card_id in self.tables_named_after(project_id, file_name) if card_id not in before]
 
     def test_connection(self) -> tuple[bool, str]:
         """One cheap GET, not retried: does the service accept the key (and see the ``project_id`` extra)?"""
@@ -609,31 +456,3 @@ class DataTablesHook(BaseHook):
             return False, f"The service refused the API key (HTTP 401): {exc.msg}"
         except (DataTablesError, ValueError) as exc:
             return False, str(exc)
-
-    # -- connection form (Airflow before 3.2; later versions read conn-fields from the provider info) --
-
-    @classmethod
-    def get_ui_field_behaviour(cls) -> dict[str, Any]:
-        behaviour = cls._connection_type()["ui-field-behaviour"]
-        return {
-            "hidden_fields": behaviour["hidden-fields"],
-            "relabeling": behaviour["relabeling"],
-            "placeholders": behaviour["placeholders"],
-        }
-
-    @classmethod
-    def get_connection_form_widgets(cls) -> dict[str, Any]:
-        from flask_appbuilder.fieldwidgets import BS3TextFieldWidget
-        from wtforms import StringField
-
-        fields = cls._connection_type()["conn-fields"]
-        return {
-            name: StringField(f["label"], widget=BS3TextFieldWidget(), description=f.get("description"))
-            for name, f in fields.items()
-        }
-
-    @classmethod
-    def _connection_type(cls) -> dict:
-        from airflow_tables import get_provider_info
-
-        return next(c for c in get_provider_info()["connection-types"] if c["connection-type"] == cls.conn_type)

@@ -284,25 +284,6 @@ def still_being_written(file_path: Any, report: Any, read_at: float) -> Exceptio
     return CsvUnfinishedError(report.path, problem, max(age, 0.0))
 
 
-# adapter: the operator's flow calls this
-@contextlib.contextmanager
-def refusals_are_final(task: DataTablesImportOperator, project: str) -> Iterator[None]:
-    """End the task as :mod:`~airflow_tables.operators._refusals` says for a refusal of the import or replacement."""
-    from airflow_tables.operators._refusals import ending_the_task
-
-    with ending_the_task(_refused(task, project), task.log):
-        yield
-
-
-# adapter: the operator's flow calls this (through the adapters above and below)
-def _refused(task: DataTablesImportOperator, project: str, card_id: str | None = None) -> Any:
-    """The import or replacement a refusal ends, as :mod:`~airflow_tables.operators._refusals` names it."""
-    from airflow_tables.operators._refusals import Refused
-
-    action = "replace" if task.replaces else "import"
-    return Refused(action, task.datatables_conn_id, project, card_id or task.card_id, task.file_path, task.validate)
-
-
 @dataclass(frozen=True)
 class ReadCheck:
     """``on_read_mismatch``: a read table must have the rows and columns validation counted.
@@ -331,47 +312,6 @@ class ReadCheck:
             f"{file_path}: the service misread the file, or another client replaced the table since (it was "
             f"read at {detail.completion_time}). The table exists and the credit is spent"
         )
-
-
-# adapter: the operator's flow calls this
-def check_read(task: DataTablesImportOperator, job: Any, table: Any) -> bool:
-    """Whether the read table has the rows and columns validation counted (``job.rows``, ``job.columns``).
-
-    One free fetch of the table (its ``Columns``). A difference fails the task without retry
-    (``on_read_mismatch="fail"``: :class:`~airflow_tables.exceptions.DataTablesReadMismatchError`)
-    or is logged (``"warn"``, and ``False`` is returned). Nothing is compared when the file was
-    not validated.
-    """
-    check = ReadCheck(job.rows, job.columns, task.on_read_mismatch)
-    if not check.counted or table is None:
-        return True
-    detail = task.hook.table(job.project_id, job.card_id)
-    message = check.mismatch(detail, job.project_id, task.file_path)
-    if message is None:
-        return True
-    if check.policy == "warn":
-        task.log.warning("%s; on_read_mismatch='warn', so the task goes on", message)
-        return False
-    from airflow_tables.exceptions import DataTablesReadMismatchError
-    from airflow_tables.operators._refusals import end
-
-    end(DataTablesReadMismatchError(None, message, seen=True), _refused(task, job.project_id, job.card_id))
-    return False  # not reached: the table makes a read mismatch final
-
-
-# adapter: the operator's flow calls this
-def failed_read(task: DataTablesImportOperator, project: str, card_id: str) -> None:
-    """Fail the task without retry for a table the service read badly, quoting its ``Description``.
-
-    The service's own explanation is in the table's ``Description`` (a free fetch); it goes to the
-    task log and the exception (:class:`~airflow_tables.exceptions.DataTablesUploadFailedError`).
-    """
-    from airflow_tables.exceptions import DataTablesUploadFailedError
-    from airflow_tables.operators._refusals import end
-
-    message = task.hook.failed_read_reason(project, card_id)
-    task.log.error("%s", message)
-    end(DataTablesUploadFailedError(None, message, seen=True), _refused(task, project, card_id))
 
 
 def mapped_values(context: Context, key: str) -> list[Any] | None:

@@ -12,20 +12,25 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from airflow_tables._durable import SignedStore, durable_store, forgotten_when_ended
 from airflow_tables.assets import table_ref
+from airflow_tables.exceptions import DataTablesReadMismatchError, DataTablesUploadFailedError
 from airflow_tables.links import CARD_ID_XCOM_KEY, DataTablesTableLink, table_url
 from airflow_tables.model import TableStatus, TableWatch
-from airflow_tables.operators._checks import check_read, failed_read
+from airflow_tables.operators._checks import ReadCheck
+from airflow_tables.operators._refusals import Refused, end
 from airflow_tables.operators._schema import APPROVAL_KEY
 from airflow_tables.utils import waiting
 from airflow_tables.utils.events import UploadRecord, record_upload
 from airflow_tables.version_compat import AirflowFailException
 
 if TYPE_CHECKING:
+    from datetime import timedelta
+
     from airflow.sdk import Context
     from pydantic import JsonValue
 
@@ -149,6 +154,11 @@ class ImportJobSteps:
     poll_interval: float
     timeout: float | None
     partition_key: str | None
+    card_id: str | None
+    validate: bool
+    on_read_mismatch: str
+    execution_timeout: timedelta | None
+    defer: Callable[..., Any]
     _job: Job | None
     _table: TableSummary | None
     _read_as_counted: bool
@@ -186,10 +196,10 @@ class ImportJobSteps:
                 job.project_id, look.watch, poll_interval=self.poll_interval, timeout=self.timeout
             )
         if look.status is TableStatus.FAILED:
-            failed_read(self, job.project_id, job.card_id)
+            self._failed_read(job.project_id, job.card_id)
         self._table = waiting.finished(look, job.project_id)
         waiting.log_ready(self.log, job.card_id, self._table)
-        self._read_as_counted = check_read(self, job, self._table)
+        self._read_as_counted = self._check_read(job, self._table)
 
     def get_job_result(self, external_id: JsonValue, context: Context) -> str:
         return self._publish(context, self._job_of(external_id, context)).card_id
@@ -198,15 +208,46 @@ class ImportJobSteps:
         """Resume after the trigger: the CardID when the table was read well, else fail closed."""
         with forgotten_when_ended(context, self, NOTES):
             if isinstance(event, dict) and event.get("status") == TableStatus.FAILED.value and event.get("card_id"):
-                failed_read(self, self.department, str(event["card_id"]))
+                self._failed_read(self.department, str(event["card_id"]))
             self._table = waiting.resolve_event(event)
             card_id = event["card_id"]
             waiting.log_ready(self.log, card_id, self._table)
             # The job kept by the try that deferred (its fingerprint, when it was accepted, validation's counts).
             job = resumed_job(self._store(context).get(self.external_id_key), self.department, card_id)
-            self._read_as_counted = check_read(self, job, self._table)
+            self._read_as_counted = self._check_read(job, self._table)
             self._record(context, job)
             return card_id
+
+    def _check_read(self, job: Job, table: TableSummary | None) -> bool:
+        """Whether the read table has the rows and columns validation counted (``job.rows``, ``job.columns``).
+
+        One free fetch of the table (its ``Columns``). A difference fails the task without retry
+        (``on_read_mismatch="fail"``: :class:`~airflow_tables.exceptions.DataTablesReadMismatchError`)
+        or is logged (``"warn"``, and ``False`` is returned). Nothing is compared when the file was
+        not validated.
+        """
+        check = ReadCheck(job.rows, job.columns, self.on_read_mismatch)
+        if not check.counted or table is None:
+            return True
+        message = check.mismatch(self.hook.table(job.project_id, job.card_id), job.project_id, self.file_path)
+        if message is None:
+            return True
+        if check.policy == "warn":
+            self.log.warning("%s; on_read_mismatch='warn', so the task goes on", message)
+            return False
+        end(DataTablesReadMismatchError(None, message, seen=True), self._refused(job.project_id, job.card_id))
+        return False  # not reached: the table makes a read mismatch final
+
+    def _failed_read(self, project: str, card_id: str) -> None:
+        """Fail the task without retry for a table the service read badly, quoting its ``Description``."""
+        message = self.hook.failed_read_reason(project, card_id)
+        self.log.error("%s", message)
+        end(DataTablesUploadFailedError(None, message, seen=True), self._refused(project, card_id))
+
+    def _refused(self, project: str, card_id: str | None = None) -> Refused:
+        """The import or replacement a refusal ends, as :mod:`~airflow_tables.operators._refusals` names it."""
+        action = "replace" if self.replaces else "import"
+        return Refused(action, self.datatables_conn_id, project, card_id or self.card_id, self.file_path, self.validate)
 
     def _store(self, context: Context) -> SignedStore:
         """The task instance's durable store, its values signed with the connection's key (see ``_durable``)."""

@@ -26,7 +26,6 @@ from airflow_tables.operators._checks import (
     check_file,
     check_options,
     opened_source,
-    refusals_are_final,
     refuse_if_mapped_alike,
     warn_if_mapped_twice,
 )
@@ -38,6 +37,7 @@ from airflow_tables.operators._recovery import (
     still_read_from_the_same_file,
     unchanged,
 )
+from airflow_tables.operators._refusals import ending_the_task
 from airflow_tables.utils.events import TABLES_ALIAS, last_upload
 from airflow_tables.utils.tasks import DataTablesTaskMixin
 from airflow_tables.version_compat import (
@@ -267,7 +267,7 @@ class DataTablesImportOperator(ImportJobSteps, ResumableJobMixin, _DataTablesOpe
         from airflow_tables.evidence import upload_name
 
         facts = FileFacts.of(checked.report)
-        with refusals_are_final(self, project):
+        with ending_the_task(self._refused(project), self.log):
             if self.replaces:
                 return self._replace(context, project, once, source, checked)
             refuse_if_mapped_alike(self, context, project, upload_name(source.name, self.table_name))
