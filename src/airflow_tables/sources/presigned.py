@@ -46,8 +46,8 @@ try:  # zlib-ng's CRC-32 folds with carry-less multiplies: 0.02 s per 512 MiB ag
 except ImportError:  # the s3 extra brings it; a plain s3fs install still works, on zlib's
     from zlib import crc32
 
+from airflow_tables.sources.errors import SourceError
 from airflow_tables.sources.read_ahead import ThreadedReadAhead
-from airflow_tables.sources.storage import SourceError
 
 log = logging.getLogger(__name__)
 
