@@ -143,7 +143,7 @@ class ReadAhead(io.RawIOBase):
 
 
 #: The first read stops after this many bytes: the reader (an upload) starts on them while the
-#: rest of a full piece arrives (a 4 MiB piece of an S3 GET takes moto 2-3 ms to send).
+#: rest of a full piece arrives, instead of waiting for all of it (benchmarks/NOTES.md).
 FIRST_PIECE = 256 * 1024
 
 
