@@ -16,7 +16,7 @@ catching ``ImportError`` themselves:
 * :func:`rendered_fields_query`: a task instance's rendered template fields are keyed by its
   DAG, run, task and map index up to 3.3, and by the task instance's id from 3.4.
 * ``ResumableJobMixin``: the Task SDK's from 3.3 (its task state store keeps the CardID
-  across retries); below 3.3, :class:`~airflow_tables._durable.DurableJobMixin`
+  across retries); below 3.3, :class:`~airflow_tables._durable_job.DurableJobMixin`
   takes the same decisions over an Airflow Variable.
 """
 
@@ -53,7 +53,7 @@ else:
 if AIRFLOW_V_3_3_PLUS:
     from airflow.sdk import ResumableJobMixin
 else:
-    from airflow_tables._durable import DurableJobMixin as ResumableJobMixin  # type: ignore[assignment]
+    from airflow_tables._durable_job import DurableJobMixin as ResumableJobMixin  # type: ignore[assignment]
 
 
 def newest_asset_events(name: str, uri: str, limit: int) -> list:

@@ -29,7 +29,7 @@ BLOCK_SIZE = 256 * 1024
 PROGRESS_MIN_BYTES = 8 * 1024 * 1024
 #: A progress line is written at a tenth of the file, once this many seconds passed since the
 #: upload started or the last line: a slow upload says how far it is, one that takes a fraction
-#: of a second does not fill the log (ten lines cost a 64 MiB upload to the emulator 4 ms, 5 %).
+#: of a second does not fill the log, nor pay for lines nobody reads (benchmarks/NOTES.md).
 PROGRESS_EVERY = 2.0
 
 

@@ -297,7 +297,7 @@ class AsyncTransport:
             self._fail(req, exc, body)
         if len(body.content) >= PARSE_OFF_LOOP_BYTES:
             # A department's listing can be tens of MiB: parsed here it would hold the triggerer's loop
-            # (and every other trigger on it) for most of a second (55 MiB: 0.78 s).
+            # (and every other trigger on it) for most of a second (benchmarks/NOTES.md).
             return await asyncio.to_thread(interpret, self.settings, req, resp.status_code, resp.headers, body.content)
         return interpret(self.settings, req, resp.status_code, resp.headers, body.content)
 

@@ -37,7 +37,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from airflow_tables.sources.storage import SourceError, is_storage_path, is_uri, label_of
+from airflow_tables.sources.errors import SourceError
+from airflow_tables.sources.storage import is_storage_path, is_uri, label_of
 
 #: The setting's environment variable, read directly when Airflow is not loaded.
 ENV = "AIRFLOW__DATATABLES__ALLOWED_SOURCES"

@@ -1,8 +1,8 @@
 """An S3 object's GET made over a presigned URL on a thread: the cheapest way to receive its bytes.
 
 Through s3fs, the body of a GET passes aiohttp's parser and buffers and the event loop's
-wake-ups, 64 KiB at a time: about 0.34 s of the task's CPU per 512 MiB, against 0.10 s for
-``http.client`` reading the same answer straight into reused buffers (``docs/sources.md``).
+wake-ups, 64 KiB at a time: much more of the task's CPU than ``http.client`` spends reading
+the same answer straight into reused buffers (figures: ``benchmarks/NOTES.md``).
 Credentials, endpoint, region and signing stay s3fs's and Airflow's: the URL is signed by the
 filesystem's own client (``generate_presigned_url``), so every way an Airflow ``aws`` connection
 authenticates works unchanged, and only the transfer of the body is ours.
@@ -41,20 +41,18 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
-try:  # zlib-ng's CRC-32 folds with carry-less multiplies: 0.02 s per 512 MiB against zlib's 0.10 s
+try:  # zlib-ng's CRC-32 folds with carry-less multiplies, faster than zlib's (benchmarks/NOTES.md)
     from zlib_ng.zlib_ng import crc32
 except ImportError:  # the s3 extra brings it; a plain s3fs install still works, on zlib's
     from zlib import crc32
 
+from airflow_tables.sources.errors import SourceError
 from airflow_tables.sources.read_ahead import ThreadedReadAhead
-from airflow_tables.sources.storage import SourceError
 
 log = logging.getLogger(__name__)
 
-#: Bytes received into each reused buffer. Measured with benchmarks/sources.py's contenders (medians
-#: of 5; 1, 2 and 4 MiB buffers): the same time on 64 MiB (0.10 s to import, 0.10 s to validate),
-#: 4 MiB the least CPU on 512 MiB (import 0.35 s of CPU against 0.40 s with 1 MiB; validate 0.49 s
-#: against 0.56 s) and the time within 0.04 s. Fewer, larger hand-overs between the two threads.
+#: Bytes received into each reused buffer: 1, 2 and 4 MiB take the same time, and 4 MiB the least
+#: CPU on a large object: fewer, larger hand-overs between the two threads (benchmarks/NOTES.md).
 PIECE = 4 * 1024 * 1024
 #: Bytes received ahead of the reader, at most (four buffers): the task's memory grows by this.
 READ_AHEAD = 16 * 1024 * 1024

@@ -17,6 +17,8 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+from airflow_tables.sources.errors import SourceError
+
 
 class ReadAhead(io.RawIOBase):
     """A bounded queue of received pieces between one producer and one reader; subclasses produce.
@@ -74,8 +76,6 @@ class ReadAhead(io.RawIOBase):
     def _failure(self, err: BaseException) -> OSError:
         if isinstance(err, OSError):
             return err
-        from airflow_tables.sources.storage import SourceError
-
         # the storage library's own error types: an OSError, saying which
         return SourceError(self.label, f"reading failed ({type(err).__name__}: {err})")
 
@@ -143,7 +143,7 @@ class ReadAhead(io.RawIOBase):
 
 
 #: The first read stops after this many bytes: the reader (an upload) starts on them while the
-#: rest of a full piece arrives (a 4 MiB piece of an S3 GET takes moto 2-3 ms to send).
+#: rest of a full piece arrives, instead of waiting for all of it (benchmarks/NOTES.md).
 FIRST_PIECE = 256 * 1024
 
 

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
+from airflow_tables.sources.errors import SourceError, SourceNotFoundError
 from airflow_tables.sources.read_ahead import ReadAhead
 
 if TYPE_CHECKING:
@@ -51,19 +52,6 @@ READ_AHEAD = 8 * 1024 * 1024
 #: Bytes asked of the HTTP client per read of a streamed GET: it returns what it has received,
 #: up to this (64-256 KiB at a time in practice), so each piece is handed over as it arrives.
 READ_PIECE = 1024 * 1024
-
-
-class SourceError(OSError):
-    """A file or object cannot be read; nothing was read from it, and nothing sent anywhere."""
-
-    def __init__(self, label: str, reason: str) -> None:
-        super().__init__(f"cannot read {label}: {reason}")
-        self.label = label
-        self.reason = reason
-
-
-class SourceNotFoundError(SourceError, FileNotFoundError):
-    """The file or object does not exist (or is a directory)."""
 
 
 def is_uri(value: object) -> bool:

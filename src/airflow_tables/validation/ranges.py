@@ -149,14 +149,15 @@ def byte_blocks(f, offset: int) -> Iterator[bytes]:
         yield buf[: cut + 1]
 
 
-class _RangeReader:
+class RangeReader:
     """Scans a byte range with a fast-path kernel, falling back to an exact read at the first record that is not plain.
 
     Anything not plain (a ragged row, a blank line, a NUL byte, a quote in the middle of
     a field, a quote left open) makes the rest be read exactly, by
     :class:`dialect.Records`, which is what names the records and lines. The exact
     read goes on to the end of the file, because a record that is not plain may run on
-    past the end of the range.
+    past the end of the range. :func:`.segments.scan_segments` fills one too (the plain
+    records of a stream scanned on two threads), so the name is not private to this module.
     """
 
     def __init__(
@@ -289,7 +290,7 @@ def scan_range(
     on exactly to the end of the file and ``to_eof`` is set. ``column_types``: also
     keep each column's state by :mod:`.types` (``RangeScan.types``), in the same pass.
     """
-    reader = _RangeReader(path, start, delimiter, columns, column_types)
+    reader = RangeReader(path, start, delimiter, columns, column_types)
     with open(path, "rb", buffering=0) as f:
         f.seek(start)
         if not _read_plain(reader, f, start, stop):
@@ -306,7 +307,7 @@ def scan_stream(
     ``size``, the stream's expected length, lets a large one be scanned on two threads
     (:mod:`.segments`); what is found is the same.
     """
-    reader = _RangeReader(None, start, delimiter, columns, column_types)
+    reader = RangeReader(None, start, delimiter, columns, column_types)
     if size is not None and segments.worth_splitting(reader.kernel, size - start):
         f = segments.scan_segments(f, reader)
         if f is None:
@@ -316,7 +317,7 @@ def scan_stream(
     return reader.finish()
 
 
-def _read_plain(reader: _RangeReader, f, start: int, stop: int | None) -> bool:
+def _read_plain(reader: RangeReader, f, start: int, stop: int | None) -> bool:
     """Count the plain records of ``f`` from ``start`` to ``stop`` (or its end); False at one that is not plain.
 
     ``f`` is read forward only, a chunk at a time into one reused buffer; the record cut

@@ -33,11 +33,10 @@ from airflow_tables.validation import kernels
 if TYPE_CHECKING:
     from concurrent.futures import Future
 
-    from airflow_tables.validation.ranges import _RangeReader
+    from airflow_tables.validation.ranges import RangeReader
 
-#: Bytes read into a segment before it is cut at its last line break and handed to a scanner. Measured
-#: with benchmarks/sources.py (512 MiB object, medians of 5): 2 and 4 MiB validate in the same time
-#: (0.517 s, 0.514 s), 2 MiB adds less memory (+27 MiB against +36 MiB, read-ahead included).
+#: Bytes read into a segment before it is cut at its last line break and handed to a scanner: as
+#: fast as larger segments, with less memory held (benchmarks/NOTES.md).
 SEGMENT_BYTES = 2 * 1024 * 1024
 #: Scanning threads: one per core, up to two (the receiving thread and the storage share the rest).
 THREADS = min(2, os.cpu_count() or 1)
@@ -59,7 +58,7 @@ def worth_splitting(kernel: kernels.Kernel, size: int) -> bool:
     return THREADS > 1 and kernel.name == "native" and size >= 2 * SEGMENT_BYTES
 
 
-def scan_segments(f: Any, reader: _RangeReader) -> Any | None:
+def scan_segments(f: Any, reader: RangeReader) -> Any | None:
     """Scan ``f`` (a binary stream at ``reader.result.end``, a record boundary) in segments, into ``reader``.
 
     Returns None when the whole stream was scanned so, else a stream of the bytes from the
