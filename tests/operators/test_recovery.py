@@ -26,7 +26,7 @@ from tests.operators._runs import (
     xcom,
 )
 
-from airflow_tables.operators._recovery import Job, stored_job
+from airflow_tables.operators._job import Job, stored_job
 from airflow_tables.version_compat import AirflowFailException
 
 

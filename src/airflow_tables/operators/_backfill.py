@@ -128,15 +128,12 @@ class BackfillGuard:
         )
 
 
-# adapter: the operator's flow calls this
-def check_not_older(
-    task: DataTablesImportOperator, project: str, card_id: str, *, context: Context | None = None
-) -> None:
+def check_not_older(task: DataTablesImportOperator, context: Context, project: str, card_id: str) -> None:
     """Before a replacement is sent: hold back a run older than the one that last replaced the table."""
     guard = BackfillGuard(task.if_older)
     if not guard.checks:
         return
-    mine = logical_date(context if context is not None else _current_context())
+    mine = logical_date(context)
     if mine is None:
         task.log.info("This run has no logical date: if_older does not hold it back")
         return
@@ -155,12 +152,8 @@ def check_not_older(
     )
 
 
-# adapter: the operator's flow calls this
-def record_replaced(
-    task: DataTablesImportOperator, project: str, card_id: str, *, context: Context | None = None
-) -> None:
+def record_replaced(task: DataTablesImportOperator, context: Context, project: str, card_id: str) -> None:
     """Once the service accepted a replacement: this run now holds the table (a failure here is only logged)."""
-    context = context if context is not None else _current_context()
     mine = logical_date(context)
     if mine is None:
         return
@@ -187,13 +180,6 @@ def _holder(api_key: str, key: str, log: Any) -> dict[str, Any] | None:
             "The if_older record %r names no run that could hold the table (%r): it is ignored", PREFIX + key, record
         )
     return held
-
-
-def _current_context() -> Context:
-    """The running task's context, until the flow hands its own in (``context=``)."""
-    from airflow.sdk import get_current_context
-
-    return get_current_context()
 
 
 __all__ = ["CHOICES", "BackfillGuard", "check_choice", "check_not_older", "holder", "logical_date", "record_replaced"]

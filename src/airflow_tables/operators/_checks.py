@@ -75,7 +75,6 @@ def arguments_problem(
     return problem
 
 
-# adapter: the operator's flow calls this
 def check_arguments(task: DataTablesImportOperator) -> None:
     """Fail the task, without retry and before any request, on arguments that rendered wrong."""
     problem = arguments_problem(
@@ -188,7 +187,6 @@ class FileCheck:
         return self.validate or self.expectations is not None
 
 
-# adapter: the operator's flow calls this
 def check_file(task: DataTablesImportOperator, context: Context, source: Source) -> Checked:
     """Validate (and check expectations) before any request; failures are final, not retried.
 
@@ -342,7 +340,6 @@ def twice_replaced_warning(task_id: str, map_index: int | None, card_id: str, ot
     )
 
 
-# adapter: the operator's flow calls this
 def warn_if_mapped_twice(task: DataTablesImportOperator, context: Context, card_id: str) -> None:
     """Warn when another task instance of this mapped task already replaced ``card_id`` in this run.
 
@@ -389,7 +386,6 @@ class MappedUpload:
         )
 
 
-# adapter: the operator's flow calls this
 def refuse_if_mapped_alike(task: DataTablesImportOperator, context: Context, project: str, name: str) -> None:
     """Fail, before sending, when another instance of this mapped import sends a new table of the same name there.
 

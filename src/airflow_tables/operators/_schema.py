@@ -198,7 +198,6 @@ class SchemaGuard:
         )
 
 
-# adapter: the operator's flow calls this
 def needs_column_types(task: DataTablesImportOperator) -> bool:
     """Whether the task's validation scan must type the columns (a replacement that checks them)."""
     return task.replaces and SchemaGuard(task.on_schema_change).checks
@@ -248,23 +247,20 @@ class Approval:
         return changed
 
 
-# adapter: the operator's flow calls this
 def check_schema(
     task: DataTablesImportOperator,
+    context: Context,
     project: str,
     card_id: str,
     source: Source,
     table: TableSummary | None,
     report: CsvReport | None = None,
-    *,
-    context: Context | None = None,
 ) -> None:
     """Compare the file's columns with the table's, right before a replacement is sent; refuse as the policy says.
 
     ``table`` is the look that found the table idle; ``report`` the task's validation report (its
     columns, and their types when the scan typed them). Costs one fetch of the table (no credit),
-    none under ``"allow"``. Under ``"approve"`` a refused change waits for a person (which needs
-    ``context``; until the flow hands it in, the running task's).
+    none under ``"allow"``. Under ``"approve"`` a refused change waits for a person.
     """
     guard = SchemaGuard(task.on_schema_change)
     if not guard.checks:
@@ -287,10 +283,6 @@ def check_schema(
         return
     if guard.policy != "approve":
         raise AirflowFailException(guard.refusal(found, task.file_path, card_id, detail.name, project))
-    if context is None:  # the flow does not hand it in yet
-        from airflow.sdk import get_current_context
-
-        context = get_current_context()
     _approved_or_ask(task, context, source, detail, found.shown, table)
 
 
@@ -315,7 +307,6 @@ def _fingerprint(source: Source) -> str | None:
     return fingerprint_file(source.local_path)
 
 
-# adapter: the operator's flow calls this (through check_schema)
 def _approved_or_ask(
     task: DataTablesImportOperator,
     context: Context,
@@ -383,7 +374,6 @@ def approval_form(
     return f"Replace table {name} with a file whose columns changed?", body
 
 
-# adapter: the operator's flow calls this (through check_schema)
 def _ask(task: DataTablesImportOperator, context: Context, detail: TableDetail, shown: list[str]) -> None:
     """Write the approval form (the task's human-in-the-loop detail) and defer until it is answered."""
     from airflow.providers.standard.triggers.hitl import HITLTrigger

@@ -278,10 +278,9 @@ class DataTablesImportOperator(ImportJobSteps, ResumableJobMixin, _DataTablesOpe
         """Replace the table's data once it is not being read (the service refuses it meanwhile).
 
         ``send_when_idle`` keeps the replacement rule of :mod:`airflow_tables.model` (a second after
-        the look that saw the last read end).
+        the look that saw the last read end); a table that stays busy, or a refusal, ends the task as
+        :mod:`~airflow_tables.operators._refusals` says.
         """
-        from airflow_tables.exceptions import DataTablesBusyError, DataTablesConflictError
-
         card_id = self.card_id
         assert card_id is not None  # check_arguments made sure
         warn_if_mapped_twice(self, context, card_id)
@@ -292,29 +291,24 @@ class DataTablesImportOperator(ImportJobSteps, ResumableJobMixin, _DataTablesOpe
                 raise AirflowFailException(f"cannot replace {card_id}: it is not in department {project}")
             table = look.table
             _refuse_if_connected(card_id, table)
-            _backfill.check_not_older(self, project, card_id)
-            _schema.check_schema(self, project, card_id, source, table, checked.report)
+            _backfill.check_not_older(self, context, project, card_id)
+            _schema.check_schema(self, context, project, card_id, source, table, checked.report)
             after = table.completion_time if table else None
             once.send_replacement(
                 project, source, card_id, replaced_after=after, table_name=self.table_name, facts=facts
             )
             job = Job(project, card_id, after, rows=checked.rows, columns=checked.columns, series=once.series)
-            _backfill.record_replaced(self, project, card_id)
+            _backfill.record_replaced(self, context, project, card_id)
             return job
 
-        try:
-            return self.hook.send_when_idle(
-                project,
-                card_id,
-                send,
-                attempts=self.conflict_retries,
-                poll_interval=self.poll_interval,
-                timeout=self.timeout,
-            )
-        except DataTablesBusyError as err:
-            raise AirflowException(f"{card_id} stayed busy: {err.msg}") from None
-        except DataTablesConflictError as err:
-            raise AirflowFailException(f"the service refused to replace {card_id}: {err.msg}") from None
+        return self.hook.send_when_idle(
+            project,
+            card_id,
+            send,
+            attempts=self.conflict_retries,
+            poll_interval=self.poll_interval,
+            timeout=self.timeout,
+        )
 
     def _unchanged(self, project: str, fingerprint: str) -> Job | None:
         """``skip_if_unchanged``: a skipped job when the table holds this file's data already."""
