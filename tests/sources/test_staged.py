@@ -144,3 +144,19 @@ def test_an_object_only_an_exact_read_describes_gets_the_copys_exact_report(put,
     local_file.write_bytes(text.encode())
     expected = dataclasses.replace(validate_csv(local_file), path=report.path)
     assert report == expected, name
+
+
+def test_the_read_plan_is_decided_once_from_where_the_bytes_are_and_their_encoding(put, tmp_path):
+    from airflow_tables.sources import Reading, TooLarge, read_plan
+
+    path = tmp_path / "orders.csv"
+    path.write_bytes(ORDERS.encode())
+    uri = put(ORDERS.encode())
+    size = len(ORDERS.encode())
+    assert read_plan(open_source(path)).reading is Reading.IN_PLACE
+    assert read_plan(open_source(path, encoding="cp1252")).reading is Reading.STAGED
+    assert read_plan(open_source(uri)).reading is Reading.STREAMED
+    assert read_plan(open_source(uri), max_bytes=100).too_large == TooLarge(size, at_least=False)
+    assert read_plan(open_source(path), max_bytes=100).too_large is None  # a local file's scan says where
+    with staged(open_source(uri), max_bytes=100) as cut:
+        assert read_plan(cut, max_bytes=100).too_large == TooLarge(100, at_least=True)

@@ -65,6 +65,7 @@ __all__ = [
     "ReadPlan",
     "Reading",
     "Source",
+    "TooLarge",
     "SourceError",
     "SourceNotAllowedError",
     "SourceNotFoundError",
