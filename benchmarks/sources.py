@@ -119,9 +119,9 @@ def _contender(mode: str, target: str):  # noqa: ANN202 - a zero-argument callab
 
         return download
     from airflow_tables.hooks.tables import DataTablesHook
-    from airflow_tables.sources import open_source, staged
+    from airflow_tables.sources import open_source
     from airflow_tables.validation import validate_csv, validate_source
-    from airflow_tables.validation.report import copy_scanner
+    from airflow_tables.validation.report import scanned_copy
 
     hook = DataTablesHook()
     _ = hook.settings  # resolve the connection before timing
@@ -149,8 +149,7 @@ def _contender(mode: str, target: str):  # noqa: ANN202 - a zero-argument callab
         return lambda: validate_csv(target).ok
 
     def one_copy() -> tuple[bool, str]:  # as the operators do it (operators/_checks.py): validated as it is copied
-        source = open_source(target)
-        with staged(source, reader=copy_scanner(source)) as local:
+        with scanned_copy(open_source(target)) as local:
             return validate_source(local).ok, hook.import_csv(None, local)
 
     return one_copy

@@ -123,18 +123,19 @@ def opened_source(task: DataTablesImportOperator) -> Iterator[Source]:
     """The file to check and send, read from storage once.
 
     A file that is checked (``validate``, ``expectations``, ``skip_if_unchanged``'s
-    fingerprint) and is not a local UTF-8 file is copied once to a bounded local file
-    (converted to UTF-8 on the way), which is checked and then sent: storage is read
-    once, and what was checked is what is sent. An object in UTF-8 is validated as it is
-    copied (:func:`~airflow_tables.validation.report.copy_scanner`), so the copy is read
-    again only when only an exact read can describe it. An unchecked one is streamed by the hook
-    straight into the upload. A missing file, or one outside the allowed sources
-    (``allowed_sources``, ``[datatables] allowed_sources``), fails the task (no retry);
-    other storage errors may be retried.
+    fingerprint) is staged (:func:`~airflow_tables.sources.staged`: a local UTF-8 file is used
+    where it lies, anything else copied once to a bounded local file, converted to UTF-8 on the
+    way), then checked and sent: storage is read once, and what was checked is what is sent.
+    With ``validate``, an object in UTF-8 is validated as it is copied
+    (:func:`~airflow_tables.validation.report.scanned_copy`, asked what :func:`_validate` will
+    ask), so the copy is read again only when only an exact read can describe it. An unchecked
+    file is streamed by the hook straight into the upload. A missing file, or one outside the
+    allowed sources (``allowed_sources``, ``[datatables] allowed_sources``), fails the task (no
+    retry); other storage errors may be retried.
     """
     from airflow_tables.operators._schema import needs_column_types
     from airflow_tables.sources import SourceError, SourceNotAllowedError, SourceNotFoundError, open_source, staged
-    from airflow_tables.validation.report import copy_scanner
+    from airflow_tables.validation.report import scanned_copy
     from airflow_tables.validation.rules import MAX_BYTES
 
     checked = task.validate or task.expectations is not None or task.skip_if_unchanged or needs_column_types(task)
@@ -142,9 +143,12 @@ def opened_source(task: DataTablesImportOperator) -> Iterator[Source]:
         try:
             source = open_source(task.file_path, encoding=task.encoding, allowed=task.allowed_sources)
             if checked:
-                # What validation will ask (see _validate) is scanned as the copy is written: one pass, not two.
-                scanner = copy_scanner(source, column_types=needs_column_types(task)) if task.validate else None
-                source = stack.enter_context(staged(source, max_bytes=MAX_BYTES, reader=scanner))
+                copy = (
+                    scanned_copy(source, column_types=needs_column_types(task))
+                    if task.validate
+                    else staged(source, max_bytes=MAX_BYTES)
+                )
+                source = stack.enter_context(copy)
         except (SourceNotFoundError, SourceNotAllowedError) as err:
             raise AirflowFailException(f"{err}; nothing was sent to the Data Tables Service") from None
         except SourceError as err:

@@ -10,11 +10,17 @@ it and know nothing of fsspec or codecs.
   a task's ``allowed_sources=``) before anything is read: every reader passes here.
 * :mod:`.storage` finds objects through Airflow's object storage (imported only for them).
 * :mod:`.transcode` converts a declared encoding to UTF-8 while the bytes are read.
+* :func:`read_plan` decides, once, how a source is read (:class:`Reading`: in place,
+  streamed, or staged) and whether it is too large to be worth reading; the validator takes
+  the plan as it is handed, and :func:`staged` copies only what the plan says is not local.
 * :func:`staged` makes a bounded local UTF-8 copy for the readers that need a local
   file: the validator's exact scan (which reads a record again to name its line, and
   splits a large file between two processes), and the operators, which validate and
   upload from that one copy, so an object is read from storage once and what was checked
   is exactly what is sent (``docs/sources.md`` has the measurements behind this choice).
+  :func:`staging` is the same copy while it is written: a reader may scan its bytes as they
+  are copied and leave what it found on the copy (:class:`CopyScan`, with the arguments it
+  was made with), so the copy is not read again by a reader asking the same question.
   ``validate_csv`` of a plain UTF-8 object scans it as it streams, with no copy, and the
   hook alone streams from storage straight into the upload.
 """
@@ -22,12 +28,13 @@ it and know nothing of fsspec or codecs.
 from __future__ import annotations
 
 import contextlib
+import enum
 import functools
 import io
 import os
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Hashable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, BinaryIO, cast
+from typing import Any, BinaryIO, Generic, TypeVar, cast
 
 from airflow_tables.sources.allowed import ARGUMENT, SourceNotAllowedError, check_object, check_path, parse_prefixes
 from airflow_tables.sources.read_ahead import FileReadAhead, ReadAhead
@@ -53,7 +60,12 @@ from airflow_tables.sources.transcode import (
 )
 
 __all__ = [
+    "CopyScan",
+    "NotCopyScanned",
+    "ReadPlan",
+    "Reading",
     "Source",
+    "TooLarge",
     "SourceError",
     "SourceNotAllowedError",
     "SourceNotFoundError",
@@ -61,7 +73,9 @@ __all__ = [
     "identity",
     "is_uri",
     "open_source",
+    "read_plan",
     "staged",
+    "staging",
 ]
 
 #: Bytes copied at a time into a staged copy.
@@ -73,6 +87,38 @@ STORED_HEAD_BYTES = 64 * 1024
 FILE_READ_AHEAD = 4
 #: Threads that count a local file's UTF-8 length in a single-byte code page (the upload waits for it).
 COUNT_THREADS = min(2, os.cpu_count() or 1)
+
+#: What a reader found in a copy's bytes (the validator's ``FileScan``: this package knows nothing of it).
+Found = TypeVar("Found")
+
+
+@dataclass(frozen=True)
+class CopyScan(Generic[Found]):
+    """What a reader found in a staged copy's bytes as they were written, and the arguments it read them with.
+
+    ``made_with`` is the reader's question (for the validator: its limits and whether it typed
+    the columns); a reader asking another question cannot use ``found`` and is told why
+    (:meth:`Source.copy_scan_for`). ``found`` may itself say that only an exact read of the
+    copy describes the file (the validator's ``None``).
+    """
+
+    found: Found
+    made_with: Hashable
+
+
+@dataclass(frozen=True)
+class NotCopyScanned:
+    """Why a copy's bytes must be read again: no scan was made while it was copied, or one with other arguments.
+
+    ``other_arguments`` is True for the second case: a scan was paid for and cannot be used,
+    which a reader says (a second pass over the copy) rather than pays for silently.
+    """
+
+    reason: str
+    other_arguments: bool = False
+
+    def __str__(self) -> str:
+        return self.reason
 
 
 @dataclass(frozen=True)
@@ -96,8 +142,8 @@ class Source:
     converted_from: Codec | None = None
     decode_error: DecodeError | None = None
     complete: bool = True
-    #: For a staged copy: what :func:`staged`'s ``reader`` returned, having read the bytes as they were copied.
-    read_while_copied: Any = None
+    #: For a staged copy: what a reader found in its bytes as they were written (:meth:`Staging.done`).
+    copy_scan: CopyScan[Any] | None = None
     #: For an object: what its storage says changes with its content (:func:`identity`).
     version: str | None = None
     #: For a staged copy converted from a declared encoding: its first :data:`STORED_HEAD_BYTES` as
@@ -114,6 +160,17 @@ class Source:
     def is_local_utf8(self) -> bool:
         """A local file sent as it is: every reader can use it directly."""
         return self.local_path is not None and self.codec is None
+
+    def copy_scan_for(self, made_with: Hashable) -> CopyScan[Any] | NotCopyScanned:
+        """The scan made while this copy was written, when it was made with ``made_with``; else why not."""
+        if self.copy_scan is None:
+            return NotCopyScanned("nothing was scanned while it was copied")
+        if self.copy_scan.made_with != made_with:
+            return NotCopyScanned(
+                f"the scan made while it was copied was made with {self.copy_scan.made_with}, not {made_with}",
+                other_arguments=True,
+            )
+        return self.copy_scan
 
     def open_stored(self) -> BinaryIO:
         """The bytes as stored (in the declared encoding), streaming."""
@@ -273,49 +330,131 @@ def changed_size(source: Source, read: int) -> SourceError:
     )
 
 
+class Reading(enum.Enum):
+    """How a source's bytes are read (``docs/sources.md``): the one decision, made by :func:`read_plan`."""
+
+    #: A local file in UTF-8 (a staged copy is one): read where it lies, mapped, as often as a reader needs.
+    IN_PLACE = "in place"
+    #: An object in UTF-8: read once as it streams, nothing written. A reader that needs an exact
+    #: read (to name a line) stages it instead (:func:`staged`): a second read, only then.
+    STREAMED = "streamed"
+    #: A file in a declared encoding: copied once to a bounded local file, converted to UTF-8 on
+    #: the way (:func:`staged`), and that copy read in place.
+    STAGED = "staged"
+
+
+@dataclass(frozen=True)
+class TooLarge:
+    """A source not worth reading: more than the reader's limit (``at_least`` when only the limit is known)."""
+
+    size: int
+    at_least: bool
+
+
+@dataclass(frozen=True)
+class ReadPlan:
+    """Where and how one source is read, decided once (:func:`read_plan`), for a reader to follow as it is."""
+
+    source: Source
+    reading: Reading
+    #: Set when the bytes are more than the reader's limit: nothing is worth reading.
+    too_large: TooLarge | None = None
+
+
+def read_plan(source: Source, *, max_bytes: int | None = None) -> ReadPlan:
+    """How ``source`` is read: in place, streamed or staged (:class:`Reading`); reads nothing.
+
+    ``max_bytes`` is the reader's limit: an object in UTF-8 listed larger is not worth copying
+    out of storage to say more, and a staged copy that stopped at its own limit is too large
+    whatever it holds. A local file is read in place whatever its size (its scan says where the
+    limit falls).
+    """
+    if source.is_local_utf8:
+        too_large = None if source.complete else TooLarge(max_bytes or source.stored_size, at_least=True)
+        return ReadPlan(source, Reading.IN_PLACE, too_large)
+    if source.codec is not None:
+        return ReadPlan(source, Reading.STAGED)
+    if max_bytes is not None and source.stored_size > max_bytes:
+        return ReadPlan(source, Reading.STREAMED, TooLarge(source.stored_size, at_least=False))
+    return ReadPlan(source, Reading.STREAMED)
+
+
 @contextlib.contextmanager
-def staged(
-    source: Source, *, max_bytes: int | None = None, reader: Callable[[BinaryIO], Any] | None = None
-) -> Iterator[Source]:
-    """A local UTF-8 copy of ``source`` for the time of the block, or ``source`` itself when it is one.
+def staged(source: Source, *, max_bytes: int | None = None) -> Iterator[Source]:
+    """A local UTF-8 copy of ``source`` for the time of the block, or ``source`` itself when it is read in place.
 
     The copy is converted from the declared encoding on the way (its first undecodable
     bytes kept in ``decode_error``), lives in a temporary directory under the source's
     own name, and is bounded: past ``max_bytes`` the copy stops and is marked
     ``complete=False`` (the file is too large to send anyway). An object that does not
     have the size it was listed with is a :class:`SourceError`.
-
-    ``reader``, for an object in UTF-8, is given the object's bytes as a stream (read once,
-    forward only) while they are copied, so a scan of them costs no second pass over the
-    copy; whatever it leaves unread is copied after it returns. What it returns is the copy's
-    ``read_while_copied`` (None when the copy is not complete, or the source was not read so).
     """
-    if source.is_local_utf8:
-        yield source
-        return
-    import tempfile  # not at import: the validator of local files starts in milliseconds
+    with staging(source, max_bytes=max_bytes) as copy:
+        yield copy.done()
 
-    with tempfile.TemporaryDirectory(prefix="airflow-tables-") as tmp:
-        path = os.path.join(tmp, source.name or "source.csv")
-        with source.open_stored() as raw, open(path, "wb") as out:
-            copier = _Copier(raw, out, Converter(source.codec) if source.codec else None, max_bytes)
-            read = reader(cast(BinaryIO, copier)) if reader is not None and source.codec is None else None
-            copier.drain()
+
+class Staging:
+    """A staged copy while it is written: its bytes can be read once as they are copied, then :meth:`done`.
+
+    ``stream`` (an object in UTF-8 only: converted bytes do not fit a reader's buffer one for
+    one) gives the bytes forward only, each written to the copy as it is read, so a reader
+    scans them in the pass that copies them; whatever it leaves unread is copied by
+    :meth:`done`. ``stream`` is None when there is nothing to copy (the source is read in
+    place) or the bytes are converted on the way.
+    """
+
+    def __init__(
+        self,
+        source: Source,
+        copier: _Copier | None = None,
+        path: str | None = None,
+        files: contextlib.ExitStack | None = None,
+    ) -> None:
+        self.source = source
+        self._copier = copier
+        self._path = path
+        self._files = files
+        self.stream = cast(BinaryIO, copier) if copier is not None and copier.converter is None else None
+
+    def done(self, scan: CopyScan[Any] | None = None) -> Source:
+        """Copy what is left and return the copy, carrying ``scan`` when it is complete (the source itself if none)."""
+        copier = self._copier
+        if copier is None or self._path is None or self._files is None:
+            return self.source
+        copier.drain()
+        self._files.close()
+        source = self.source
         if copier.complete and copier.bytes_read != source.stored_size:
             raise changed_size(source, copier.bytes_read)
-        yield Source(
+        return Source(
             source.label,
             source.name,
             copier.written,
-            path,
+            self._path,
             None,
-            local_opener(path),
+            local_opener(self._path),
             converted_from=source.codec,
             decode_error=copier.converter.first_error if copier.converter and copier.complete else None,
             complete=copier.complete,
-            read_while_copied=read if copier.complete else None,
+            copy_scan=scan if copier.complete else None,
             stored_head=bytes(copier.head) if source.codec else None,
         )
+
+
+@contextlib.contextmanager
+def staging(source: Source, *, max_bytes: int | None = None) -> Iterator[Staging]:
+    """:func:`staged`'s copy while it is written (:class:`Staging`): for a reader that scans it on the way."""
+    if read_plan(source).reading is Reading.IN_PLACE:
+        yield Staging(source)
+        return
+    import tempfile  # not at import: the validator of local files starts in milliseconds
+
+    with tempfile.TemporaryDirectory(prefix="airflow-tables-") as tmp, contextlib.ExitStack() as files:
+        path = os.path.join(tmp, source.name or "source.csv")
+        raw = files.enter_context(source.open_stored())
+        out = files.enter_context(open(path, "wb"))
+        copier = _Copier(raw, out, Converter(source.codec) if source.codec else None, max_bytes)
+        yield Staging(source, copier, path, files)
 
 
 class _Copier(io.RawIOBase):

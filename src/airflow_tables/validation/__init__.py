@@ -11,7 +11,9 @@ the order a file goes through it:
 * :mod:`.segments`: a stream's records on two threads, cut at guessed record boundaries;
 * :mod:`.kernels`: the fast paths that count plain records (C, ``_speedups.c``, and Python);
 * :mod:`.types`: the rule for a column's type (``long`` or ``string``);
-* :mod:`.report`: :func:`validate_csv`, :func:`validate_source` and :class:`CsvReport`.
+* :mod:`.report`: :func:`validate_csv`, :func:`validate_source` (which reads a file as
+  :func:`airflow_tables.sources.read_plan` says, and decides nothing of it), :func:`.report.scanned_copy`
+  (the operators' copy, scanned as it is written) and :class:`CsvReport`.
 
 The emulator reads files through the same modules, so what this says is what it does.
 """

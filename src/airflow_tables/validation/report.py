@@ -8,12 +8,14 @@ how will it read it?" is answered here, locally, in one streaming pass, from wha
 from __future__ import annotations
 
 import codecs
+import contextlib
 import dataclasses
+import logging
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, Any
 
 from airflow_tables.exceptions import CsvValidationError
 from airflow_tables.validation import dialect, rules
@@ -21,9 +23,12 @@ from airflow_tables.validation.rules import Problem
 from airflow_tables.validation.scan import FileScan, Findings, scan_file, scan_stream
 
 if TYPE_CHECKING:
-    from airflow_tables.sources import Source
+    from airflow_tables.sources import ReadPlan, Source
+    from airflow_tables.sources.transcode import Codec
 
-__all__ = ["CsvReport", "validate_csv", "validate_source"]
+__all__ = ["CsvReport", "scanned_copy", "validate_csv", "validate_source"]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -177,14 +182,20 @@ def validate_source(
     column_types: bool = False,
     spelling: rules.Spelling = rules.PYTHON,
 ) -> CsvReport:
-    """:func:`validate_csv` for a :class:`~airflow_tables.sources.Source`.
+    """:func:`validate_csv` for a :class:`~airflow_tables.sources.Source`, read as its plan says.
 
     A local UTF-8 file is scanned where it lies. An object in UTF-8 is scanned as it streams
     (read once, nothing written); when it holds something only an exact read can describe
     (a ragged row, a bad byte), or is in a declared encoding, it is copied to a local
-    temporary file and that is scanned (``docs/sources.md`` has the measurements).
+    temporary file and that is scanned (``docs/sources.md`` has the measurements). Which of
+    these applies is :func:`airflow_tables.sources.read_plan`'s decision, taken as it is. A
+    copy made by :func:`scanned_copy` with the same arguments is reported from the scan made
+    while it was written; with other arguments it is scanned again, and the log says why.
     """
-    report = _validate_source(source, rules.Limits(max_columns=max_columns, max_bytes=max_bytes), column_types)
+    from airflow_tables.sources import read_plan
+
+    question = ScanQuestion(rules.Limits(max_columns=max_columns, max_bytes=max_bytes), column_types)
+    report = _follow(read_plan(source, max_bytes=max_bytes), question)
     if spelling == rules.PYTHON:
         return report
     return dataclasses.replace(
@@ -196,59 +207,66 @@ def validate_source(
 
 
 @dataclass(frozen=True)
-class CopyScan:
-    """A scan of an object's bytes made while they were copied to a local file (:func:`copy_scanner`)."""
+class ScanQuestion:
+    """What a scan is asked (its limits, and whether it types the columns): a scan answers only its own question."""
 
-    scan: FileScan | None  # None: only an exact read of the copy can describe it
     limits: rules.Limits
     column_types: bool
 
+    def __str__(self) -> str:
+        types = "with" if self.column_types else "without"
+        return f"max_columns={self.limits.max_columns}, max_bytes={self.limits.max_bytes:,}, {types} column types"
 
-def copy_scanner(
+
+@contextlib.contextmanager
+def scanned_copy(
     source: Source,
     *,
     max_columns: int = rules.MAX_COLUMNS,
     max_bytes: int = rules.MAX_BYTES,
     column_types: bool = False,
-) -> Callable[[BinaryIO], CopyScan]:
-    """A ``reader`` for :func:`~airflow_tables.sources.staged` that scans an object as it is copied.
+) -> Iterator[Source]:
+    """:func:`~airflow_tables.sources.staged`, an object in UTF-8 scanned in the pass that copies it.
 
-    :func:`validate_source` of the copy then reports from that scan, with the same
-    arguments, instead of reading the copy again (when the scan describes the file: see
-    :func:`.scan.scan_stream`). The operators validate what they upload this way.
+    :func:`validate_source` of the copy, with the same arguments, then reports from that scan
+    instead of reading the copy again (when the scan describes the file: see
+    :func:`.scan.scan_stream`). The operators validate what they upload this way. A local UTF-8
+    file is not copied (it is yielded as it is), nor scanned here: it is read in place.
     """
-    limits = rules.Limits(max_columns=max_columns, max_bytes=max_bytes)
+    from airflow_tables.sources import CopyScan, staging
 
-    def read(stream: BinaryIO) -> CopyScan:
-        scan = scan_stream(stream, source.label, source.stored_size, limits, column_types=column_types)
-        return CopyScan(scan, limits, column_types)
+    question = ScanQuestion(rules.Limits(max_columns=max_columns, max_bytes=max_bytes), column_types)
+    with staging(source, max_bytes=max_bytes) as copy:
+        scan = None
+        if copy.stream is not None:
+            found = scan_stream(
+                copy.stream, source.label, source.stored_size, question.limits, column_types=column_types
+            )
+            scan = CopyScan(found, question)
+        yield copy.done(scan)
 
-    return read
 
+def _follow(plan: ReadPlan, question: ScanQuestion) -> CsvReport:
+    """Read the file as ``plan`` says and report what the scan found; nothing here decides how it is read."""
+    from airflow_tables.sources import Reading, SourceError, changed_size, staged
 
-def _validate_source(source: Source, limits: rules.Limits, column_types: bool) -> CsvReport:
-    from airflow_tables.sources import SourceError, staged
-
-    max_bytes = limits.max_bytes
-    if source.codec is None and source.stored_size > max_bytes and not source.is_local_utf8:
-        # Too large to send: not worth copying out of storage to say more.
-        return _report(source, errors=[rules.too_large_problem(source.stored_size, limits)])
-    copied = _scanned_while_copied(source, limits, column_types)
-    if copied is not None:
-        return _scanned(source, copied)  # the copy's bytes, scanned as they were written
+    source, limits = plan.source, question.limits
+    if plan.too_large is not None:  # not worth reading (an object is not copied out of storage to say more)
+        too_large = rules.too_large_problem(plan.too_large.size, limits, at_least=plan.too_large.at_least)
+        return _report(source, errors=[too_large])
     try:
-        misread = _utf8_declared_otherwise(source)
-        if source.codec is None and not source.is_local_utf8:
-            scan = _scan_object(source, limits, column_types)
+        if plan.reading is Reading.STREAMED:
+            with source.open() as stream:
+                scan = scan_stream(stream, source.label, source.stored_size, limits, column_types=question.column_types)
+            if scan is not None and scan.size_bytes != source.stored_size:
+                raise changed_size(source, scan.size_bytes)
             if scan is not None:
                 return _scanned(source, scan)
-        with staged(source, max_bytes=max_bytes) as local:
+        with staged(source, max_bytes=limits.max_bytes) as local:  # the file itself when it is read in place
             if not local.complete:
-                too_large = rules.too_large_problem(max_bytes, limits, at_least=True)
-                return _report(source, errors=[too_large])
-            assert local.local_path is not None  # staged: the bytes are in a local file
-            scan = scan_file(local.local_path, limits, column_types=column_types)
-            undecodable = _undecodable(local)
+                return _report(source, errors=[rules.too_large_problem(limits.max_bytes, limits, at_least=True)])
+            scan = _scan_copy(local, question)
+            undecodable, misread = _encoding_problems(local)
     except SourceError as err:
         return _unreadable(err.label, err.reason)
     except OSError as err:
@@ -259,52 +277,59 @@ def _validate_source(source: Source, limits: rules.Limits, column_types: bool) -
     return _scanned(source, scan, undecodable, misread)
 
 
-def _undecodable(local: Source) -> Problem | None:
-    """The ``encoding`` problem of the first bytes a staged copy could not decode, if any."""
+def _scan_copy(local: Source, question: ScanQuestion) -> FileScan:
+    """The scan of a local file: the one made while it was copied, when it answers ``question``; else one now."""
+    from airflow_tables.sources import NotCopyScanned
+
+    copied = local.copy_scan_for(question)
+    if isinstance(copied, NotCopyScanned):
+        if copied.other_arguments:  # a scan was paid for and cannot answer: say so, the copy is read again
+            log.info("%s: %s; the copy is scanned again", local.label, copied)
+    elif copied.found is not None:
+        return copied.found
+    assert local.local_path is not None  # staged: the bytes are in a local file
+    return scan_file(local.local_path, question.limits, column_types=question.column_types)
+
+
+def _encoding_problems(local: Source) -> tuple[Problem | None, list[Problem]]:
+    """What a copy converted from a declared encoding says of it: its first undecodable bytes, and a misdeclaration.
+
+    Nothing for a file that was not converted (UTF-8 as it is): it pays nothing here.
+    """
+    if local.converted_from is None:
+        return None, []
     from airflow_tables.sources.transcode import byte_order
 
     found = local.undecodable()
-    if found is None:
-        return None
-    order = byte_order(found.encoding, found.bad) if found.offset == 0 else None
-    return rules.undecodable_problem(found.line, found.encoding, found.offset, found.bad, order)
+    undecodable = None
+    if found is not None:
+        order = byte_order(found.encoding, found.bad) if found.offset == 0 else None
+        undecodable = rules.undecodable_problem(found.line, found.encoding, found.offset, found.bad, order)
+    return undecodable, _utf8_declared_otherwise(local.converted_from, local.stored_head or b"")
 
 
-#: How much of a file in a declared encoding is read again to see whether it is UTF-8 after all
+#: How much of a file in a declared encoding is looked at to see whether it is UTF-8 after all
 #: (as much as a staged copy keeps of the stored bytes: ``sources.STORED_HEAD_BYTES``).
 MISREAD_SAMPLE_BYTES = 64 * 1024
 _WIDE = ("utf-16", "utf-32")
 _NON_ASCII_WORD = re.compile(r'[^\s,;|"]{0,12}[^\x00-\x7f][^\s,;|"]{0,12}')
 
 
-def _scanned_while_copied(source: Source, limits: rules.Limits, column_types: bool) -> FileScan | None:
-    """The scan of a staged copy made as it was written, when made with these arguments and it describes the file."""
-    copied = source.read_while_copied
-    if not isinstance(copied, CopyScan) or (copied.limits, copied.column_types) != (limits, column_types):
-        return None
-    return copied.scan
-
-
-def _utf8_declared_otherwise(source: Source) -> list[Problem]:
+def _utf8_declared_otherwise(codec: Codec, stored_head: bytes) -> list[Problem]:
     """Problems of a UTF-8 file declared in another encoding, from a bounded sample of its stored bytes.
 
-    Only the first :data:`MISREAD_SAMPLE_BYTES` as stored are read (once more, apart from the
-    scan), and only when an encoding is declared, so a plain UTF-8 file pays nothing. A staged
-    copy, already converted, is judged by the stored bytes it kept (``stored_head``): what the
-    operators validate is such a copy, and its UTF-8 says nothing of the declaration. When they
+    A file in a declared encoding is always read from its staged copy (``sources.read_plan``),
+    converted, whose UTF-8 says nothing of the declaration: it is judged by the first
+    :data:`MISREAD_SAMPLE_BYTES` as stored, which the copy kept as it was made (``stored_head``:
+    no second read), and a plain UTF-8 file pays nothing. When they
     decode as UTF-8 and hold no NUL byte: declared UTF-16/32 is an error (converted, the file is
     nonsense); a declared single-byte code page (cp1252, latin-1...) is a ``mojibake`` warning
     when they hold anything but ASCII (``café`` would be imported as ``cafÃ©``), not an error:
     the file converts, and a real cp1252 text can look like this.
     """
-    codec = source.codec or source.converted_from
-    if codec is None or not (codec.table is not None or codec.name.startswith(_WIDE)):
+    if not (codec.table is not None or codec.name.startswith(_WIDE)):
         return []
-    if source.codec is None:  # a converted copy
-        sample = (source.stored_head or b"")[:MISREAD_SAMPLE_BYTES]
-    else:
-        with source.open_stored() as raw:
-            sample = raw.read(MISREAD_SAMPLE_BYTES)
+    sample = stored_head[:MISREAD_SAMPLE_BYTES]
     try:
         text = codecs.getincrementaldecoder("utf-8")().decode(sample, final=False)  # the sample may cut a character
     except UnicodeDecodeError:
@@ -318,17 +343,6 @@ def _utf8_declared_otherwise(source: Source) -> list[Problem]:
         return []
     misread = word.group().encode().decode(codec.name, errors="replace")
     return [rules.MOJIBAKE.problem(encoding=codec.name, word=word.group(), misread=misread)]
-
-
-def _scan_object(source: Source, limits: rules.Limits, column_types: bool) -> FileScan | None:
-    """Scan an object as it streams; None when only a local copy can describe it (see :func:`scan_stream`)."""
-    from airflow_tables.sources import changed_size
-
-    with source.open() as stream:
-        scan = scan_stream(stream, source.label, source.stored_size, limits, column_types=column_types)
-    if scan is not None and scan.size_bytes != source.stored_size:
-        raise changed_size(source, scan.size_bytes)
-    return scan
 
 
 def _scanned(
