@@ -198,7 +198,7 @@ def _record_notes(context) -> None:
     import json
 
     from airflow_tables._durable import _VariableStore
-    from airflow_tables.operators._recovery import PENDING_KEY
+    from airflow_tables.operators._job import PENDING_KEY
 
     ti = context["ti"]
     keys = (context["task"].external_id_key, PENDING_KEY)
