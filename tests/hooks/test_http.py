@@ -13,17 +13,10 @@ import pytest
 from airflow.sdk.definitions.connection import Connection
 
 from airflow_tables import exceptions as ex
-from airflow_tables.hooks._http import (
-    ConnectionSettings,
-    RetryPolicy,
-    card_segment,
-    connection_error,
-    interpret,
-    parse_retry_after,
-    scrub,
-    segment,
-    tls_error,
-)
+from airflow_tables.hooks._connection import ConnectionSettings
+from airflow_tables.hooks._http import RetryPolicy, connection_error, interpret, parse_retry_after, tls_error
+from airflow_tables.hooks._ids import card_segment, segment
+from airflow_tables.hooks._scrub import scrub
 
 KEY = "k3y-0123456789abcdef"
 CARD = "CRD-0b6f3c1e-5d2a-4c1b-9a8e-1f2d3c4b5a69"
@@ -349,7 +342,7 @@ ALL_FORMS = {**key_forms(LONG_KEY), **hostile_forms(LONG_KEY)}
 
 @pytest.mark.parametrize("form", list(ALL_FORMS))
 def test_a_page_echoing_the_key_in_any_form_shows_no_piece_of_it(form):
-    from airflow_tables.hooks._http import _decoded
+    from airflow_tables.hooks._scrub import _decoded
 
     page = f"<html><body><h1>502 Bad Gateway</h1><pre>X-API-Key: {ALL_FORMS[form]}\nAccept: */*</pre></body></html>"
     s = settings(key=LONG_KEY)
@@ -392,8 +385,10 @@ def test_the_old_names_still_work_for_one_release_and_say_what_replaces_them():
     from airflow_tables.hooks import _http
     from airflow_tables.model import TableStatus
 
-    with pytest.warns(AirflowProviderDeprecationWarning, match="use airflow_tables.hooks._http.ConnectionSettings"):
-        assert _http.Settings is _http.ConnectionSettings
+    with pytest.warns(
+        AirflowProviderDeprecationWarning, match="use airflow_tables.hooks._connection.ConnectionSettings"
+    ):
+        assert _http.Settings is ConnectionSettings
     sys.modules.pop("airflow_tables.hooks.status", None)
     with pytest.warns(AirflowProviderDeprecationWarning, match="use airflow_tables.model instead"):
         status = importlib.import_module("airflow_tables.hooks.status")

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from airflow_tables import exceptions as ex
-from airflow_tables.hooks._http import ConnectionSettings
+from airflow_tables.hooks._connection import ConnectionSettings
 from airflow_tables.hooks._transport import AsyncTransport, SyncTransport
 
 # -- a hostile server: what the emulator cannot do ------------------------------------------------

@@ -20,7 +20,7 @@ class Task(DataTablesTaskMixin):
 @pytest.mark.parametrize("project_id", ["", "  ", "None", "None\n"])
 def test_a_project_id_that_rendered_nothing_fails_with_the_hooks_sentence(project_id):
     """Issue 39 point 4: the task's check is the hook's (one sentence), wrapped in the task's refusal."""
-    from airflow_tables.hooks._http import project_id_problem
+    from airflow_tables.hooks._ids import project_id_problem
 
     with pytest.raises(AirflowFailException) as refused:
         Task(project_id).department  # noqa: B018
@@ -34,7 +34,7 @@ def test_a_project_id_is_the_department_without_surrounding_white_space():
 
 
 def test_a_card_id_is_refused_with_the_same_sentence_as_any_argument():
-    from airflow_tables.hooks._http import card_id_problem
+    from airflow_tables.hooks._ids import card_id_problem
 
     assert check_card_id("t", CARD) == CARD
     for card_id in ("", "None", "crd-1", None):

@@ -1,7 +1,8 @@
 """What the hook keeps for one minor release only: each method warns, naming its replacement, and goes in 0.4.
 
 Kept apart, so that what is going is listed in one place (docs/versioning.md: a deprecation
-warns for one minor release before the name is removed).
+warns for one minor release before the name is removed), with the one warning every deprecated
+name of the hooks package gives (:func:`warn_deprecated`).
 """
 
 from __future__ import annotations
@@ -11,11 +12,23 @@ from collections.abc import Collection, Iterable
 from typing import TYPE_CHECKING
 
 from airflow_tables.exceptions import DataTablesNotFoundError
-from airflow_tables.hooks._http import _deprecated
 from airflow_tables.model import by_card_id, missing_from
 
 if TYPE_CHECKING:
     from airflow_tables.model import TableDetail, TableSummary
+
+
+def warn_deprecated(old: str, new: str) -> None:
+    """Warn that ``old`` goes in the next minor release, naming ``new``; called by the deprecated name itself."""
+    import warnings
+
+    from airflow.exceptions import AirflowProviderDeprecationWarning
+
+    warnings.warn(
+        f"{old} is deprecated and will be removed in the next minor release of airflow-tables; use {new} instead.",
+        AirflowProviderDeprecationWarning,
+        stacklevel=3,
+    )
 
 
 class DeprecatedMethods:
@@ -29,7 +42,7 @@ class DeprecatedMethods:
 
     async def a_find_cards(self, project_id: str | None, card_ids: Iterable[str]) -> dict[str, dict]:
         """:meth:`find_cards` without blocking the event loop. Deprecated: use :meth:`a_tables` and :meth:`a_table`."""
-        _deprecated(
+        warn_deprecated(
             "DataTablesHook.a_find_cards", "DataTablesHook.a_tables() (and a_table() for a table the list lacks)"
         )
         tables = by_card_id(await self.a_tables(project_id))
@@ -44,7 +57,7 @@ class DeprecatedMethods:
         A name is no evidence that an import made a table (another file of that name may have);
         :class:`~airflow_tables.hooks.send_once.SendOnce` adopts a lost import only on evidence.
         """
-        _deprecated(
+        warn_deprecated(
             "DataTablesHook.find_lost_import (a table named after the file is no evidence that the import made it)",
             "import_csv inside a task, or the operators: a lost import is adopted on evidence "
             "(airflow_tables.hooks.send_once.SendOnce)",

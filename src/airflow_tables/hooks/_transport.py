@@ -1,6 +1,6 @@
 """The HTTP libraries behind the hook: one transport for requests (sync), one for httpx (async).
 
-A transport sends one :class:`~airflow_tables.hooks._http.Request` and reads its whole
+A transport sends one :class:`~airflow_tables.hooks._connection.Request` and reads its whole
 answer within the connection's ``timeout`` and the response cap, then hands it to
 :func:`~airflow_tables.hooks._http.interpret`. Each maps its library's exceptions to our
 errors in exactly one method (``_fail``); request building, retries and what an answer
@@ -26,11 +26,10 @@ from requests.adapters import HTTPAdapter
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
+from airflow_tables.hooks._connection import ConnectionSettings, Request
 from airflow_tables.hooks._http import (
     CHUNK_SIZE,
     Body,
-    ConnectionSettings,
-    Request,
     connection_error,
     deadline_error,
     interpret,

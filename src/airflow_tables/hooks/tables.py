@@ -1,7 +1,8 @@
 """The Data Tables Service client: every endpoint, the waits built on them, and the connection form.
 
-What goes on the wire and what an answer means (request building, interpretation, the
-response cap, the retry policy) live in :mod:`airflow_tables.hooks._http`; moving bytes
+What a request and an answer are (a call per endpoint, interpretation, the response cap,
+the retry policy) live in :mod:`airflow_tables.hooks._http`, the connection a request
+starts from in :mod:`airflow_tables.hooks._connection`; moving bytes
 with requests (sync) or httpx (async) in :mod:`airflow_tables.hooks._transport`; what a
 table's fields mean in :mod:`airflow_tables.model`.
 """
@@ -29,15 +30,13 @@ from airflow_tables.exceptions import (
     DataTablesNotFoundError,
     DataTablesPermissionError,
 )
+from airflow_tables.hooks._connection import ConnectionSettings
 from airflow_tables.hooks._deprecated import DeprecatedMethods
 from airflow_tables.hooks._form import ConnectionForm
 from airflow_tables.hooks._http import (
-    CARD_ID,
     Call,
-    ConnectionSettings,
     RetryPolicy,
     arun_call,
-    card_segment,
     delete_table,
     fetch_table,
     import_file,
@@ -45,6 +44,7 @@ from airflow_tables.hooks._http import (
     run_call,
     uncertain_import,
 )
+from airflow_tables.hooks._ids import CARD_ID, card_segment
 from airflow_tables.hooks._transport import AsyncTransport, SyncTransport, new_session
 from airflow_tables.hooks.waits import TableWaits
 from airflow_tables.model import (

@@ -31,7 +31,7 @@ from airflow_tables.model import (
 )
 
 if TYPE_CHECKING:
-    from airflow_tables.hooks._http import ConnectionSettings
+    from airflow_tables.hooks._connection import ConnectionSettings
 
 T = TypeVar("T")
 

@@ -55,7 +55,7 @@ def arguments_problem(
     file_path: Any, card_id: Any, replaces: bool, table_name: str | None, poll_interval: object, timeout: object
 ) -> str | None:
     """What is wrong with the arguments as they rendered (the first thing found), or ``None``."""
-    from airflow_tables.hooks._http import card_id_problem
+    from airflow_tables.hooks._ids import card_id_problem
 
     problem = file_path_problem(file_path)
     if problem is None and replaces:

@@ -385,7 +385,7 @@ class DataTablesDeleteOperator(_DataTablesOperator):
     def execute(self, context: Context) -> None:
         """Delete the table once it is not being read; a refusal ends the task as ``_refusals`` says."""
         from airflow_tables.exceptions import DataTablesError, DataTablesLockedError, DataTablesNotFoundError
-        from airflow_tables.hooks._http import card_id_problem
+        from airflow_tables.hooks._ids import card_id_problem
         from airflow_tables.operators._refusals import Refused, end
 
         problem = card_id_problem(self.card_id)

@@ -306,7 +306,7 @@ def _checked(project_id: object, card_id: object, poll_interval: object) -> tupl
     A trigger that could never look (a malformed CardID, no department, an interval of 0)
     fails its task at once, instead of becoming a waiter that no listing answers.
     """
-    from airflow_tables.hooks._http import card_id_problem, checked_project_id
+    from airflow_tables.hooks._ids import card_id_problem, checked_project_id
 
     problem = card_id_problem(card_id)
     if problem is not None:

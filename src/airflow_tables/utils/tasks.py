@@ -30,10 +30,10 @@ class DataTablesTaskMixin:
 
         An explicit value that names nothing (``""``, white space, ``"None"``: a template that
         rendered nothing) fails without retry: falling back would import into another department.
-        The check is the hook's own (:func:`~airflow_tables.hooks._http.checked_project_id`).
+        The check is the hook's own (:func:`~airflow_tables.hooks._ids.checked_project_id`).
         """
         if self.project_id is not None:
-            from airflow_tables.hooks._http import checked_project_id
+            from airflow_tables.hooks._ids import checked_project_id
 
             try:
                 return checked_project_id(self.project_id)
@@ -62,7 +62,7 @@ def refusal(task_id: str, problem: str) -> AirflowFailException:
 
 def check_card_id(task_id: str, card_id: object) -> str:
     """``card_id`` when it has a CardID's shape; else the task's :func:`refusal` naming what is wrong."""
-    from airflow_tables.hooks._http import card_id_problem
+    from airflow_tables.hooks._ids import card_id_problem
 
     problem = card_id_problem(card_id)
     if problem is not None:
