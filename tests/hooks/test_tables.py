@@ -568,8 +568,10 @@ def test_the_dict_edges_return_exactly_what_the_service_said(hook, emulator, csv
     """list_cards, get_card, find_card(s), wait_for_processed and a look's summary: the service's own objects."""
     card_id = hook.import_csv(None, csv_path)
     summary = hook.wait_for_processed(None, card_id, poll_interval=0.05, timeout=30)
-    listed = hook._call("GET", None)["Cards"]  # what list_cards returned before the typed model
-    fetched = hook._call("GET", None, card_id)
+    from airflow_tables.hooks._http import fetch_table, list_tables
+
+    listed = hook._call(list_tables, None)["Cards"]  # what list_cards returned before the typed model
+    fetched = hook._call(fetch_table, None, card_id)
     assert hook.list_cards() == listed
     assert asyncio.run(hook.a_list_cards()) == listed
     assert hook.get_card(None, card_id) == fetched == asyncio.run(hook.a_get_card(None, card_id))
