@@ -327,6 +327,15 @@ class DataTablesReplaceOperator(DataTablesImportOperator):
     connection) fails the task without sending the file again. Takes the same options as
     :class:`DataTablesImportOperator`; ``card_id`` is required, and a ``card_id`` that renders
     empty fails the task before any request.
+
+    :param card_id: the table whose data to replace (templated; required).
+    :param file_path: the CSV to send (templated), as for :class:`DataTablesImportOperator`.
+    :param kwargs: every other parameter of :class:`DataTablesImportOperator` (``project_id``,
+        ``validate``, ``expectations``, ``wait_for_completion``, ``deferrable``, ``poll_interval``,
+        ``timeout``, ``conflict_retries``, ``skip_if_unchanged``, ``encoding``, ``allowed_sources``,
+        ``on_read_mismatch``, ``on_schema_change``, ``approval_timeout``, ``if_older``,
+        ``partition_key``, ``datatables_conn_id``), with the same meaning; ``table_name`` is not
+        used (the table keeps its name).
     """
 
     def __init__(
@@ -341,6 +350,7 @@ class DataTablesDeleteOperator(_DataTablesOperator):
     """Delete a table and its data, permanently.
 
     :param card_id: the table (templated).
+    :param project_id: the department (templated); default: the connection's ``project_id``.
     :param if_processing: ``"wait"`` until a table being read has been read, then delete;
         or ``"fail"``. A table being read counts as such whatever its ``LockedFromDelete`` says.
     :param if_locked: ``"fail"`` or ``"skip"`` (mark the task skipped, with the reason) when the
@@ -350,6 +360,7 @@ class DataTablesDeleteOperator(_DataTablesOperator):
     :param timeout: seconds to wait for a read to end (``None``: no deadline).
     :param conflict_retries: how many times a delete refused because a new read started is
         waited out and sent again.
+    :param datatables_conn_id: the ``datatables`` connection (base URL and API key).
     """
 
     template_fields: Sequence[str] = ("project_id", "card_id")
