@@ -95,3 +95,12 @@ def test_every_rule_is_declared_once_with_a_known_scope():
     assert {r.looks_at for r in rules.RULES} <= {"name", "size", "start", "header", "records", "bytes"}
     assert rules.STOP_BYTES == b"\x00"  # the C kernel's stop table, built from the rules
     assert all(r.looks_at == "bytes" for r in rules.BYTE_RULES)
+
+
+def test_where_a_rule_looks_decides_whether_the_kernels_stop_on_its_bytes():
+    """Issue 39: ``looks_at`` was read by nothing; now only a rule that looks at the bytes may stop the kernels."""
+    with pytest.raises(ValueError, match="looks at the bytes, not at the records"):
+        rules.Rule("stray", "records", "a stray byte", stops_on=b"\x01")
+    with pytest.raises(ValueError, match="looks at 'everywhere'"):
+        rules.Rule("stray", "everywhere", "a stray byte")
+    assert rules.BYTE_RULES and all(r.looks_at == "bytes" and r.stops_on for r in rules.BYTE_RULES)

@@ -233,6 +233,10 @@ def binary_signature(head: bytes) -> tuple[str, str] | None:
 # wrong and what to do. Line and record numbers are 1-based and count from the file's start.
 
 
+#: Where a scan applies a rule, in the order it reads a file.
+LOOKS_AT = ("name", "size", "start", "header", "records", "bytes")
+
+
 @dataclass(frozen=True)
 class Rule:
     """One of the service's rules: its stable code, what it looks at, its wording, and the bytes it stops on.
@@ -251,6 +255,13 @@ class Rule:
     looks_at: str
     wording: str
     stops_on: bytes = b""
+
+    def __post_init__(self) -> None:
+        # Where a rule looks decides which scan applies it: a "bytes" rule is a byte the kernels stop on.
+        if self.looks_at not in LOOKS_AT:
+            raise ValueError(f"rule {self.code!r} looks at {self.looks_at!r}, not one of {', '.join(LOOKS_AT)}")
+        if self.stops_on and self.looks_at != "bytes":
+            raise ValueError(f"rule {self.code!r} stops on bytes, so it looks at the bytes, not at the {self.looks_at}")
 
     def problem(
         self, *, line: int | None = None, record: int | None = None, how: Spelling = PYTHON, **facts: Any
@@ -388,7 +399,7 @@ NO_ROWS = Rule("no-rows", "records", "the file has a header but no data rows; th
 #: Every rule, in the order a scan applies them.
 RULES: tuple[Rule, ...] = tuple(v for v in list(globals().values()) if isinstance(v, Rule))
 #: The rules about single bytes, and the table of bytes both kernels stop a plain run on.
-BYTE_RULES: tuple[Rule, ...] = tuple(r for r in RULES if r.stops_on)
+BYTE_RULES: tuple[Rule, ...] = tuple(r for r in RULES if r.looks_at == "bytes" and r.stops_on)
 STOP_BYTES: bytes = b"".join(r.stops_on for r in BYTE_RULES)
 
 
