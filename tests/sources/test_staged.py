@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 from pathlib import Path
 
 import pytest
@@ -160,3 +161,18 @@ def test_the_read_plan_is_decided_once_from_where_the_bytes_are_and_their_encodi
     assert read_plan(open_source(path), max_bytes=100).too_large is None  # a local file's scan says where
     with staged(open_source(uri), max_bytes=100) as cut:
         assert read_plan(cut, max_bytes=100).too_large == TooLarge(100, at_least=True)
+
+
+@pytest.mark.parametrize("encoding", [None, "cp1252"])
+def test_a_copy_of_an_object_that_changed_size_is_refused_where_its_end_is_read(put, encoding):
+    """The read itself holds the object to its listed size (``Source.open_listed``): no reader compares sizes."""
+    from airflow_tables.sources import SourceError
+
+    listed, grown = ORDERS.encode(), (ORDERS + "41,South,1,x\n").encode()
+    source = open_source(put(listed), encoding=encoding)  # its size as listed
+    put(grown)
+    expected = f"changed size while it was read ({len(listed):,} bytes listed, {len(grown):,} read)"
+    with pytest.raises(SourceError, match=re.escape(expected)), staged(source):
+        pass
+    report = validate_source(source)
+    assert [p.code for p in report.errors] == ["unreadable"] and expected in report.errors[0].message

@@ -47,15 +47,10 @@ def test_every_way_of_naming_a_file_gives_the_same_report_and_bytes(orders, hook
     assert all(data == ORDERS.encode() for data in received.values())
 
 
-def test_a_plain_object_is_validated_as_it_streams_without_a_local_copy(orders, monkeypatch):
-    import airflow_tables.sources
-
-    def no_copy(*args, **kwargs):
-        raise AssertionError("a plain object was copied to validate it")
-
-    monkeypatch.setattr(airflow_tables.sources, "staged", no_copy)
+def test_a_plain_object_is_validated_as_it_streams_without_a_local_copy(orders, s3_server, bucket):
     report = validate_csv(orders["s3:// URI"])
     assert report.ok and (report.rows, report.size_bytes) == (40, len(ORDERS.encode()))
+    assert s3_server.reads(bucket, "landing/orders.csv") == 1, "a plain object was read again to copy it"
 
 
 @pytest.mark.parametrize(
@@ -67,27 +62,15 @@ def test_a_plain_object_is_validated_as_it_streams_without_a_local_copy(orders, 
         ("blank lines", ORDERS.replace("\n30,", "\n\n\n30,")),
     ],
 )
-def test_an_object_with_problems_gets_the_report_of_the_same_local_file(
-    tmp_path, s3_server, bucket, monkeypatch, name, text
-):
-    # The stream cannot be read again to name lines: the object is copied and the copy scanned exactly.
-    import airflow_tables.sources
-
-    copies = []
-    staged = airflow_tables.sources.staged
-
-    def counted(source, **kwargs):
-        copies.extend([] if source.is_local_utf8 else [source.label])
-        return staged(source, **kwargs)
-
-    monkeypatch.setattr(airflow_tables.sources, "staged", counted)
+def test_an_object_with_problems_gets_the_report_of_the_same_local_file(tmp_path, s3_server, bucket, name, text):
+    # The stream cannot be read again to name lines: the object is copied (a second GET) and the copy scanned exactly.
     data = text.encode("utf-8", errors="surrogateescape")
     local = tmp_path / "orders.csv"
     local.write_bytes(data)
     s3_server.put(bucket, "orders.csv", data)
     from_storage = validate_csv(f"s3://{CONN_ID}@{bucket}/orders.csv").to_dict()
     from_disk = validate_csv(local).to_dict()
-    assert len(copies) == 1, name
+    assert s3_server.reads(bucket, "orders.csv") == 2, name
     assert from_storage.pop("path") != from_disk.pop("path")
     assert from_storage == from_disk, name
 

@@ -11,16 +11,19 @@ it and know nothing of fsspec or codecs.
 * :mod:`.storage` finds objects through Airflow's object storage (imported only for them).
 * :mod:`.transcode` converts a declared encoding to UTF-8 while the bytes are read.
 * :func:`read_plan` decides, once, how a source is read (:class:`Reading`: in place,
-  streamed, or staged) and whether it is too large to be worth reading; the validator takes
-  the plan as it is handed, and :func:`staged` copies only what the plan says is not local.
-* :func:`staged` makes a bounded local UTF-8 copy for the readers that need a local
-  file: the validator's exact scan (which reads a record again to name its line, and
-  splits a large file between two processes), and the operators, which validate and
-  upload from that one copy, so an object is read from storage once and what was checked
-  is exactly what is sent (``docs/sources.md`` has the measurements behind this choice).
-  :func:`staging` is the same copy while it is written: a reader may scan its bytes as they
-  are copied and leave what it found on the copy (:class:`CopyScan`, with the arguments it
-  was made with), so the copy is not read again by a reader asking the same question.
+  streamed, or staged) and whether it is too large to be worth reading; a reader follows the
+  plan as it is handed: it streams the stored bytes (:meth:`Source.open_listed`, which refuses
+  an object that does not have the size it was listed with, where its end is read) or takes
+  the plan's local file (:meth:`ReadPlan.local_file`), and asks nothing of how it was made.
+* :meth:`ReadPlan.local_file` is the source itself when it is a local UTF-8 file, and
+  otherwise a bounded local UTF-8 copy (:func:`staged` of a source is the same): for the
+  validator's exact scan (which reads a record again to name its line, and splits a large
+  file between two processes), and the operators, which validate and upload from that one
+  copy, so an object is read from storage once and what was checked is exactly what is sent
+  (``docs/sources.md`` has the measurements behind this choice). :meth:`ReadPlan.staging`
+  is the same copy while it is written: a reader may scan its bytes as they are copied and
+  leave what it found on the copy (:class:`CopyScan`, with the arguments it was made with),
+  so the copy is not read again by a reader asking the same question.
   ``validate_csv`` of a plain UTF-8 object scans it as it streams, with no copy, and the
   hook alone streams from storage straight into the upload.
 """
@@ -69,7 +72,6 @@ __all__ = [
     "SourceError",
     "SourceNotAllowedError",
     "SourceNotFoundError",
-    "changed_size",
     "identity",
     "is_uri",
     "open_source",
@@ -172,6 +174,22 @@ class Source:
             )
         return self.copy_scan
 
+    def _copied(self, copier: _Copier, scan: CopyScan[Any] | None = None) -> Source:
+        """This source's staged copy, as ``copier`` wrote it; ``scan`` is kept only on a complete copy."""
+        return Source(
+            self.label,
+            self.name,
+            copier.written,
+            copier.path,
+            None,
+            local_opener(copier.path),
+            converted_from=self.codec,
+            decode_error=copier.converter.first_error if copier.converter and copier.complete else None,
+            complete=copier.complete,
+            copy_scan=scan if copier.complete else None,
+            stored_head=bytes(copier.head) if self.codec else None,
+        )
+
     def open_stored(self) -> BinaryIO:
         """The bytes as stored (in the declared encoding), streaming."""
         return self.opener()
@@ -180,6 +198,15 @@ class Source:
         """The bytes the service receives: UTF-8, converted while read when an encoding was declared."""
         raw = self.opener()
         return raw if self.codec is None else cast(BinaryIO, Utf8Reader(raw, self.codec))
+
+    def open_listed(self) -> BinaryIO:
+        """The bytes as stored, held to their listed size: another count at their end is a :class:`SourceError`.
+
+        What a reader that reads the whole file takes (a streamed scan, a staged copy): an
+        object rewritten between its listing and its read is then refused where its end is
+        read, not described by bytes that are not the ones listed.
+        """
+        return cast(BinaryIO, _Listed(self.opener(), self.label, self.stored_size))
 
     def blocks(self, block_size: int) -> Generator[memoryview, None, None]:
         """The bytes the service receives, a block of about ``block_size`` at a time.
@@ -323,23 +350,17 @@ def _count_utf8(source: Source) -> tuple[int, DecodeError | None]:
                 return total, converter.first_error
 
 
-def changed_size(source: Source, read: int) -> SourceError:
-    """The error for an object that did not have the size it was listed with when it was read."""
-    return SourceError(
-        source.label, f"it changed size while it was read ({source.stored_size:,} bytes listed, {read:,} read)"
-    )
-
-
 class Reading(enum.Enum):
     """How a source's bytes are read (``docs/sources.md``): the one decision, made by :func:`read_plan`."""
 
     #: A local file in UTF-8 (a staged copy is one): read where it lies, mapped, as often as a reader needs.
     IN_PLACE = "in place"
-    #: An object in UTF-8: read once as it streams, nothing written. A reader that needs an exact
-    #: read (to name a line) stages it instead (:func:`staged`): a second read, only then.
+    #: An object in UTF-8: read once as it streams (:meth:`Source.open_listed`), nothing written. A reader
+    #: that needs an exact read (to name a line) reads the plan's :meth:`~ReadPlan.local_file` instead: a
+    #: second read, only then.
     STREAMED = "streamed"
     #: A file in a declared encoding: copied once to a bounded local file, converted to UTF-8 on
-    #: the way (:func:`staged`), and that copy read in place.
+    #: the way (:meth:`ReadPlan.local_file`), and that copy read in place.
     STAGED = "staged"
 
 
@@ -353,44 +374,73 @@ class TooLarge:
 
 @dataclass(frozen=True)
 class ReadPlan:
-    """Where and how one source is read, decided once (:func:`read_plan`), for a reader to follow as it is."""
+    """Where and how one source is read, decided once (:func:`read_plan`), for a reader to follow as it is.
+
+    A reader streams ``source`` (:meth:`Source.open_listed`) when it is ``STREAMED`` and reads
+    :meth:`local_file` otherwise (or when the stream cannot describe the file): the plan hands
+    over the local file, and the reader asks nothing of how it was made.
+    """
 
     source: Source
     reading: Reading
     #: Set when the bytes are more than the reader's limit: nothing is worth reading.
     too_large: TooLarge | None = None
+    #: The reader's limit, which bounds a copy: past it the copy stops and is not ``complete``.
+    max_bytes: int | None = None
+
+    @contextlib.contextmanager
+    def local_file(self) -> Iterator[Source]:
+        """The bytes in a local UTF-8 file for the time of the block: the source itself when it is read in place.
+
+        Anything else is copied: converted from the declared encoding on the way (its first
+        undecodable bytes kept in ``decode_error``), into a temporary directory under the
+        source's own name, and at most ``max_bytes`` of it (past them the copy stops and is
+        marked ``complete=False``: the file is too large to send anyway). An object that does
+        not have the size it was listed with is a :class:`SourceError`.
+        """
+        if self.reading is Reading.IN_PLACE:
+            yield self.source
+            return
+        with _copying(self.source.name, self.source.open_listed(), self.source.codec, self.max_bytes) as copier:
+            copier.finish()
+            yield self.source._copied(copier)
+
+    @contextlib.contextmanager
+    def staging(self) -> Iterator[Staging]:
+        """:meth:`local_file` while it is written (:class:`Staging`): for a reader that scans it on the way."""
+        if self.reading is Reading.IN_PLACE:
+            yield Staging(self.source)
+            return
+        with _copying(self.source.name, self.source.open_listed(), self.source.codec, self.max_bytes) as copier:
+            yield Staging(self.source, copier)
 
 
 def read_plan(source: Source, *, max_bytes: int | None = None) -> ReadPlan:
     """How ``source`` is read: in place, streamed or staged (:class:`Reading`); reads nothing.
 
     ``max_bytes`` is the reader's limit: an object in UTF-8 listed larger is not worth copying
-    out of storage to say more, and a staged copy that stopped at its own limit is too large
-    whatever it holds. A local file is read in place whatever its size (its scan says where the
-    limit falls).
+    out of storage to say more, a staged copy that stopped at its own limit is too large
+    whatever it holds, and a copy the plan makes stops past it. A local file is read in place
+    whatever its size (its scan says where the limit falls).
     """
     if source.is_local_utf8:
         too_large = None if source.complete else TooLarge(max_bytes or source.stored_size, at_least=True)
-        return ReadPlan(source, Reading.IN_PLACE, too_large)
+        return ReadPlan(source, Reading.IN_PLACE, too_large, max_bytes)
     if source.codec is not None:
-        return ReadPlan(source, Reading.STAGED)
+        return ReadPlan(source, Reading.STAGED, max_bytes=max_bytes)
     if max_bytes is not None and source.stored_size > max_bytes:
-        return ReadPlan(source, Reading.STREAMED, TooLarge(source.stored_size, at_least=False))
-    return ReadPlan(source, Reading.STREAMED)
+        return ReadPlan(source, Reading.STREAMED, TooLarge(source.stored_size, at_least=False), max_bytes)
+    return ReadPlan(source, Reading.STREAMED, max_bytes=max_bytes)
 
 
-@contextlib.contextmanager
-def staged(source: Source, *, max_bytes: int | None = None) -> Iterator[Source]:
-    """A local UTF-8 copy of ``source`` for the time of the block, or ``source`` itself when it is read in place.
+def staged(source: Source, *, max_bytes: int | None = None) -> contextlib.AbstractContextManager[Source]:
+    """``source``'s local UTF-8 file for the time of the block (:meth:`ReadPlan.local_file` of its plan)."""
+    return read_plan(source, max_bytes=max_bytes).local_file()
 
-    The copy is converted from the declared encoding on the way (its first undecodable
-    bytes kept in ``decode_error``), lives in a temporary directory under the source's
-    own name, and is bounded: past ``max_bytes`` the copy stops and is marked
-    ``complete=False`` (the file is too large to send anyway). An object that does not
-    have the size it was listed with is a :class:`SourceError`.
-    """
-    with staging(source, max_bytes=max_bytes) as copy:
-        yield copy.done()
+
+def staging(source: Source, *, max_bytes: int | None = None) -> contextlib.AbstractContextManager[Staging]:
+    """:func:`staged`'s copy while it is written (:meth:`ReadPlan.staging` of its plan)."""
+    return read_plan(source, max_bytes=max_bytes).staging()
 
 
 class Staging:
@@ -403,75 +453,46 @@ class Staging:
     place) or the bytes are converted on the way.
     """
 
-    def __init__(
-        self,
-        source: Source,
-        copier: _Copier | None = None,
-        path: str | None = None,
-        files: contextlib.ExitStack | None = None,
-    ) -> None:
+    def __init__(self, source: Source, copier: _Copier | None = None) -> None:
         self.source = source
         self._copier = copier
-        self._path = path
-        self._files = files
         self.stream = cast(BinaryIO, copier) if copier is not None and copier.converter is None else None
 
     def done(self, scan: CopyScan[Any] | None = None) -> Source:
         """Copy what is left and return the copy, carrying ``scan`` when it is complete (the source itself if none)."""
-        copier = self._copier
-        if copier is None or self._path is None or self._files is None:
+        if self._copier is None:
             return self.source
-        copier.drain()
-        self._files.close()
-        source = self.source
-        if copier.complete and copier.bytes_read != source.stored_size:
-            raise changed_size(source, copier.bytes_read)
-        return Source(
-            source.label,
-            source.name,
-            copier.written,
-            self._path,
-            None,
-            local_opener(self._path),
-            converted_from=source.codec,
-            decode_error=copier.converter.first_error if copier.converter and copier.complete else None,
-            complete=copier.complete,
-            copy_scan=scan if copier.complete else None,
-            stored_head=bytes(copier.head) if source.codec else None,
-        )
+        self._copier.finish()
+        return self.source._copied(self._copier, scan)
 
 
 @contextlib.contextmanager
-def staging(source: Source, *, max_bytes: int | None = None) -> Iterator[Staging]:
-    """:func:`staged`'s copy while it is written (:class:`Staging`): for a reader that scans it on the way."""
-    if read_plan(source).reading is Reading.IN_PLACE:
-        yield Staging(source)
-        return
+def _copying(name: str, raw: BinaryIO, codec: Codec | None, max_bytes: int | None) -> Iterator[_Copier]:
+    """A copier of ``raw`` into a file called ``name`` in a new temporary directory, removed after the block."""
     import tempfile  # not at import: the validator of local files starts in milliseconds
 
-    with tempfile.TemporaryDirectory(prefix="airflow-tables-") as tmp, contextlib.ExitStack() as files:
-        path = os.path.join(tmp, source.name or "source.csv")
-        raw = files.enter_context(source.open_stored())
-        out = files.enter_context(open(path, "wb"))
-        copier = _Copier(raw, out, Converter(source.codec) if source.codec else None, max_bytes)
-        yield Staging(source, copier, path, files)
+    with raw, tempfile.TemporaryDirectory(prefix="airflow-tables-") as tmp:
+        path = os.path.join(tmp, name or "source.csv")
+        with open(path, "wb") as out:
+            yield _Copier(raw, out, path, Converter(codec) if codec else None, max_bytes)
 
 
 class _Copier(io.RawIOBase):
-    """Copies a source's bytes (converted to UTF-8) to a local file as they are read through it, or by :meth:`drain`.
+    """Copies a source's bytes (converted to UTF-8) to a local file as they are read through it, or by :meth:`finish`.
 
     Reading it (only without a converter: the bytes read are the bytes written) lets a reader
-    see the copy's bytes once, as they are written; :meth:`drain` copies whatever is left.
+    see the copy's bytes once, as they are written; :meth:`finish` copies whatever is left.
     Past ``max_bytes`` written, the copy stops and is not ``complete``.
     """
 
-    def __init__(self, raw: Any, out: BinaryIO, converter: Converter | None, max_bytes: int | None) -> None:
+    def __init__(self, raw: Any, out: BinaryIO, path: str, converter: Converter | None, max_bytes: int | None) -> None:
         super().__init__()
         self.raw = raw
         self.out = out
+        self.path = path
         self.converter = converter
         self.max_bytes = max_bytes
-        self.bytes_read = self.written = 0
+        self.written = 0
         self.head = bytearray()  # the first bytes as stored, kept when they are converted
         self.complete = True
         self.ended = False  # the source is read to its end, or the copy stopped at its limit
@@ -488,16 +509,17 @@ class _Copier(io.RawIOBase):
         self._copy(view[:n])
         return n
 
-    def drain(self) -> None:
-        """Copy the rest of the source."""
+    def finish(self) -> None:
+        """Copy the rest and close both ends: the copy at :attr:`path` is whole (or stopped at its limit)."""
         view = memoryview(bytearray(COPY_BLOCK))
         while not self.ended:
             self._copy(view[: self.raw.readinto(view)])
+        self.raw.close()
+        self.out.close()
 
     def _copy(self, data: memoryview) -> None:
         if self.converter is not None and len(self.head) < STORED_HEAD_BYTES:
             self.head += data[: STORED_HEAD_BYTES - len(self.head)]
-        self.bytes_read += len(data)
         converted = data if self.converter is None else self.converter.convert(data, final=not data)
         self.out.write(converted)
         self.written += len(converted)
@@ -506,3 +528,36 @@ class _Copier(io.RawIOBase):
             self.ended = True
         elif not data:
             self.ended = True
+
+
+class _Listed(io.RawIOBase):
+    """Stored bytes held to the size they were listed with: reading their end after another count raises.
+
+    The check is made where the end is read, by whichever reader reads it (a streamed scan, a
+    copy), so no reader counts bytes or compares sizes itself; a reader that stops early (a
+    copy at its limit) has nothing to say about the size.
+    """
+
+    def __init__(self, raw: Any, label: str, size: int) -> None:
+        super().__init__()
+        self.raw = raw
+        self.label = label
+        self.size = size
+        self.count = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        n = self.raw.readinto(buffer)
+        self.count += n
+        if n == 0 and self.count != self.size and memoryview(buffer).nbytes:
+            raise SourceError(
+                self.label, f"it changed size while it was read ({self.size:,} bytes listed, {self.count:,} read)"
+            )
+        return n
+
+    def close(self) -> None:
+        if not self.closed:
+            self.raw.close()
+        super().close()

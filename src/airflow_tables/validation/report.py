@@ -226,17 +226,17 @@ def scanned_copy(
     max_bytes: int = rules.MAX_BYTES,
     column_types: bool = False,
 ) -> Iterator[Source]:
-    """:func:`~airflow_tables.sources.staged`, an object in UTF-8 scanned in the pass that copies it.
+    """The read plan's local file (``ReadPlan.local_file``), an object in UTF-8 scanned in the pass that copies it.
 
     :func:`validate_source` of the copy, with the same arguments, then reports from that scan
     instead of reading the copy again (when the scan describes the file: see
     :func:`.scan.scan_stream`). The operators validate what they upload this way. A local UTF-8
     file is not copied (it is yielded as it is), nor scanned here: it is read in place.
     """
-    from airflow_tables.sources import CopyScan, staging
+    from airflow_tables.sources import CopyScan, read_plan
 
     question = ScanQuestion(rules.Limits(max_columns=max_columns, max_bytes=max_bytes), column_types)
-    with staging(source, max_bytes=max_bytes) as copy:
+    with read_plan(source, max_bytes=max_bytes).staging() as copy:
         scan = None
         if copy.stream is not None:
             found = scan_stream(
@@ -247,8 +247,13 @@ def scanned_copy(
 
 
 def _follow(plan: ReadPlan, question: ScanQuestion) -> CsvReport:
-    """Read the file as ``plan`` says and report what the scan found; nothing here decides how it is read."""
-    from airflow_tables.sources import Reading, SourceError, changed_size, staged
+    """Read the file as ``plan`` says and report what the scan found; nothing here decides how it is read.
+
+    A streamed object that only an exact read can describe is read again from the plan's
+    local file. An object that does not have the size it was listed with is refused by the
+    read itself (:meth:`~airflow_tables.sources.Source.open_listed`).
+    """
+    from airflow_tables.sources import Reading, SourceError
 
     source, limits = plan.source, question.limits
     if plan.too_large is not None:  # not worth reading (an object is not copied out of storage to say more)
@@ -256,17 +261,12 @@ def _follow(plan: ReadPlan, question: ScanQuestion) -> CsvReport:
         return _report(source, errors=[too_large])
     try:
         if plan.reading is Reading.STREAMED:
-            with source.open() as stream:
+            with source.open_listed() as stream:
                 scan = scan_stream(stream, source.label, source.stored_size, limits, column_types=question.column_types)
-            if scan is not None and scan.size_bytes != source.stored_size:
-                raise changed_size(source, scan.size_bytes)
             if scan is not None:
                 return _scanned(source, scan)
-        with staged(source, max_bytes=limits.max_bytes) as local:  # the file itself when it is read in place
-            if not local.complete:
-                return _report(source, errors=[rules.too_large_problem(limits.max_bytes, limits, at_least=True)])
-            scan = _scan_copy(local, question)
-            undecodable, misread = _encoding_problems(local)
+        with plan.local_file() as local:  # the file itself when it is read in place
+            return _scan_local(source, local, question)
     except SourceError as err:
         return _unreadable(err.label, err.reason)
     except OSError as err:
@@ -274,38 +274,39 @@ def _follow(plan: ReadPlan, question: ScanQuestion) -> CsvReport:
         if source.is_local_utf8 and os.path.isdir(source.label):
             reason = "it is a directory, not a file"
         return _unreadable(source.label, reason)
-    return _scanned(source, scan, undecodable, misread)
 
 
-def _scan_copy(local: Source, question: ScanQuestion) -> FileScan:
-    """The scan of a local file: the one made while it was copied, when it answers ``question``; else one now."""
+def _scan_local(source: Source, local: Source, question: ScanQuestion) -> CsvReport:
+    """The report of ``source`` from its local UTF-8 file (``local``: itself, or its copy), which is read here.
+
+    The scan is the one made while the copy was written when it answers ``question`` (a scan
+    with other arguments cannot, and the log says the copy is read again), else one of the
+    file now. A copy converted from a declared encoding also says what the conversion found:
+    its first undecodable bytes, and a declaration its stored bytes contradict
+    (:func:`_utf8_declared_otherwise`); a file in UTF-8 as it is pays nothing for that.
+    """
     from airflow_tables.sources import NotCopyScanned
 
+    limits = question.limits
+    if not local.complete:  # the copy stopped at its limit
+        return _report(source, errors=[rules.too_large_problem(limits.max_bytes, limits, at_least=True)])
     copied = local.copy_scan_for(question)
-    if isinstance(copied, NotCopyScanned):
-        if copied.other_arguments:  # a scan was paid for and cannot answer: say so, the copy is read again
+    if isinstance(copied, NotCopyScanned) or copied.found is None:
+        if isinstance(copied, NotCopyScanned) and copied.other_arguments:  # paid for, cannot answer: say so
             log.info("%s: %s; the copy is scanned again", local.label, copied)
-    elif copied.found is not None:
-        return copied.found
-    assert local.local_path is not None  # staged: the bytes are in a local file
-    return scan_file(local.local_path, question.limits, column_types=question.column_types)
-
-
-def _encoding_problems(local: Source) -> tuple[Problem | None, list[Problem]]:
-    """What a copy converted from a declared encoding says of it: its first undecodable bytes, and a misdeclaration.
-
-    Nothing for a file that was not converted (UTF-8 as it is): it pays nothing here.
-    """
+        assert local.local_path is not None  # the plan's local file
+        scan = scan_file(local.local_path, limits, column_types=question.column_types)
+    else:
+        scan = copied.found
     if local.converted_from is None:
-        return None, []
+        return _scanned(source, scan)
     from airflow_tables.sources.transcode import byte_order
 
-    found = local.undecodable()
-    undecodable = None
+    found, undecodable = local.undecodable(), None
     if found is not None:
         order = byte_order(found.encoding, found.bad) if found.offset == 0 else None
         undecodable = rules.undecodable_problem(found.line, found.encoding, found.offset, found.bad, order)
-    return undecodable, _utf8_declared_otherwise(local.converted_from, local.stored_head or b"")
+    return _scanned(source, scan, undecodable, _utf8_declared_otherwise(local.converted_from, local.stored_head or b""))
 
 
 #: How much of a file in a declared encoding is looked at to see whether it is UTF-8 after all
