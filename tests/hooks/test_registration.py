@@ -93,3 +93,11 @@ def test_every_module_and_class_named_in_the_provider_info_imports():
     for name in [*info["extra-links"], *(c["hook-class-name"] for c in info["connection-types"])]:
         module, _, attribute = name.rpartition(".")
         assert isinstance(getattr(importlib.import_module(module), attribute), type)
+
+
+def test_the_form_is_the_hook_class_s_own_as_airflow_3_1_looks_for_it():
+    """Airflow 3.1's ProvidersManager reads the form methods from ``DataTablesHook.__dict__`` only (not a base's)."""
+    from airflow_tables.hooks.tables import DataTablesHook
+
+    assert {"get_ui_field_behaviour", "get_connection_form_widgets"} <= set(vars(DataTablesHook))
+    assert DataTablesHook.get_ui_field_behaviour()["relabeling"]["host"] == "Base URL"

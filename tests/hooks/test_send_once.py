@@ -25,7 +25,7 @@ def _credits_spent(emulator, before: int) -> int:
     return before - emulator.credits()
 
 
-def test_a_lost_answer_is_adopted_by_the_next_try_and_paid_once(hook, emulator, csv_path):
+def test_a_lost_answer_is_adopted_by_the_next_try_and_paid_once(hook, emulator, csv_path, capsys):
     store, credits = Store(), emulator.credits()
     project, source = emulator.project_id, open_source(csv_path)
     emulator.set_faults(LOST)
@@ -38,6 +38,11 @@ def test_a_lost_answer_is_adopted_by_the_next_try_and_paid_once(hook, emulator, 
     sent = retry.earlier(project, source)
     assert sent is not None and sent.answer in {c["CardID"] for c in emulator.list_cards(project)}
     assert store["note"]["answer"] == sent.answer and sent.facts is not None and sent.facts.rows == 3
+    # The sentence a person (and the distributed end-to-end test) looks for in the retry's log.
+    assert (
+        f"the import of sales.csv, whose answer was lost, reached the service as {sent.answer}"
+        in capsys.readouterr().out
+    )
     assert _credits_spent(emulator, credits) == 1
     assert SendOnce(hook, store, "note", series=1).earlier(project, source) == sent  # answered: no look at all
 

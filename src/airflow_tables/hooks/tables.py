@@ -97,6 +97,9 @@ class DataTablesHook(TableWaits, ConnectionForm, DeprecatedMethods, BaseHook):
     default_conn_name = "datatables_default"
     conn_type = "datatables"
     hook_name = "Data Tables"
+    # Airflow 3.1's ProvidersManager looks for the form in the class's own ``__dict__``, not its bases'.
+    get_ui_field_behaviour = vars(ConnectionForm)["get_ui_field_behaviour"]
+    get_connection_form_widgets = vars(ConnectionForm)["get_connection_form_widgets"]
 
     def __init__(
         self,

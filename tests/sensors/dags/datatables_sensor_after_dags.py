@@ -32,7 +32,9 @@ def _dag(dag_id: str, completed_after: str, *, deferrable: bool) -> DAG:
             completed_after=completed_after,
             deferrable=deferrable,
             poke_interval=0.2,
-            timeout=30,
+            # Generous: a wait ends as soon as the read is seen; under CI's load the test's replacement
+            # (a process of its own that starts Airflow) took over 30 s to land on Airflow 3.2.
+            timeout=120,
         )
     return dag
 
