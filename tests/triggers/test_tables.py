@@ -83,6 +83,8 @@ def test_ready_event(datatables_conn, tmp_path):
             "card_id": card_id,
             "summary": summary,
             "message": f"table {card_id} is ready",
+            "replaced_after": None,
+            "deadline": None,
         }
     )
 
@@ -106,6 +108,8 @@ def test_gone_event(datatables_conn):
         "card_id": missing,
         "summary": None,
         "message": f"table {missing} is not (or no longer) in department {datatables_conn.project_id}",
+        "replaced_after": None,
+        "deadline": None,
     }
 
 

@@ -135,11 +135,16 @@ class DataTablesProcessedSensor(DataTablesTaskMixin, BaseSensorOperator):
     ) -> dict:
         """Resume after the trigger: the summary, or fail closed.
 
-        ``after`` and ``deadline`` are what the wait began with (a wait deferred by an earlier
-        release has neither: then the instant is rendered again, and the ``timeout`` starts again).
+        ``after`` and ``deadline`` are what the wait began with, from the deferral's kwargs or, when a
+        resume brings the event alone, from the event (a wait deferred by an earlier release has
+        neither: then the instant is rendered again, and the ``timeout`` starts again).
         """
         with self._skipped_when_soft():
             table = waiting.resolve_event(event, card_id=self.card_id)
+        if after is None and deadline is None and "deadline" in event:
+            # Resumed with the event alone (Airflow 3.2's dag.test() drops the deferral's kwargs): the trigger
+            # carries what the wait began with too.
+            after, deadline = event.get("replaced_after"), event.get("deadline")
         watch = self._watch() if after is None and deadline is None else TableWatch(self.card_id, replaced_after=after)
         after = watch.replaced_after
         if after is not None and table is not None and table.completion_time and table.completion_time < after:

@@ -99,6 +99,10 @@ class DataTablesProcessedTrigger(BaseTrigger):
                 "card_id": self.card_id,
                 "summary": summary,
                 "message": message,
+                # What the wait began with, for a resume that gets the event alone (Airflow 3.2's dag.test()
+                # drops the deferral's kwargs): a wait deferred again keeps its instant and its deadline.
+                "replaced_after": self.replaced_after,
+                "deadline": self.deadline,
             }
         )
 
