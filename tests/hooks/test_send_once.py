@@ -40,7 +40,7 @@ def test_a_lost_answer_is_adopted_by_the_next_try_and_paid_once(hook, emulator, 
     assert store["note"]["answer"] == sent.answer and sent.facts is not None and sent.facts.rows == 3
     # The sentence a person (and the distributed end-to-end test) looks for in the retry's log.
     assert (
-        f"the import of sales.csv, whose answer was lost, reached the service as {sent.answer}"
+        f"The import of sales.csv, sent by an earlier try whose answer was lost, reached the service as {sent.answer}"
         in capsys.readouterr().out
     )
     assert _credits_spent(emulator, credits) == 1

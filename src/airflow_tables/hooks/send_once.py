@@ -103,10 +103,10 @@ class SendOnce:
         table, facts_ = verdict.proven, note.facts
         assert facts_ is not None  # nothing is proven without them
         self.hook.log.info(
-            "An earlier try's %s, whose answer was lost, reached the service as %s: named %r, read at %s (after it "
-            "was sent at %s) with the %s rows and the columns (%s) the file has; not sending it again",
-            note.what, table.card_id, table.name, table.completion_time, note.sent_at, facts_.rows,
-            ", ".join(facts_.columns),
+            "%s, sent by an earlier try whose answer was lost, reached the service as %s: named %r, read at %s "
+            "(after it was sent at %s) with the %s rows and the columns (%s) the file has; not sending it again",
+            note.what[:1].upper() + note.what[1:], table.card_id, table.name, table.completion_time, note.sent_at,
+            facts_.rows, ", ".join(facts_.columns),
         )  # fmt: skip
         answered = replace(note, answer=table.card_id)
         self.store.set(self.key, answered.to_json())
