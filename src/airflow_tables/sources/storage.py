@@ -264,3 +264,19 @@ def local_size(path: str) -> int:
     if not os.path.isfile(path):
         raise SourceError(path, "it is not a regular file (a FIFO, a socket or a device): copy it to a file first")
     return st.st_size
+
+
+def put_file(local: str, value: Any) -> None:
+    """Upload the local file ``local`` to the object a URI or ``ObjectStoragePath`` names, in one piece.
+
+    Raises :class:`OSError` naming the object when the storage cannot be reached or refuses the write.
+    """
+    label = label_of(value)
+    try:
+        path = _storage_path(value, label)
+        fs = _filesystem(path, label)
+        fs.put_file(local, path.path)
+    except SourceError as err:
+        raise OSError(f"cannot write {label}: {err.reason}") from None
+    except Exception as err:  # any storage library's error: say which, keep the cause
+        raise OSError(f"cannot write {label}: the storage refused it ({type(err).__name__}: {err})") from err

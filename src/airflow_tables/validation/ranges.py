@@ -280,7 +280,13 @@ class _Buffer:
 
 
 def scan_range(
-    path: str | os.PathLike, start: int, stop: int | None, delimiter: str, columns: int, column_types: bool = False
+    path: str | os.PathLike,
+    start: int,
+    stop: int | None,
+    delimiter: str,
+    columns: int,
+    column_types: bool = False,
+    plain_only: bool = False,
 ) -> RangeScan:
     """Scan ``path`` from ``start`` (a record boundary) to ``stop`` (or the end).
 
@@ -289,11 +295,15 @@ def scan_range(
     ``resume_offset`` says where to go on from. When a record is not plain the scan goes
     on exactly to the end of the file and ``to_eof`` is set. ``column_types``: also
     keep each column's state by :mod:`.types` (``RangeScan.types``), in the same pass.
+    ``plain_only``: raise :class:`NotPlain` at a record that is not plain instead of reading on
+    exactly (a caller that reads such files another way: :mod:`.bad_rows`).
     """
     reader = RangeReader(path, start, delimiter, columns, column_types)
     with open(path, "rb", buffering=0) as f:
         f.seek(start)
         if not _read_plain(reader, f, start, stop):
+            if plain_only:
+                raise NotPlain("a record that is not plain")
             reader.exact_to_end(f, reader.result.end)
     return reader.finish()
 
@@ -368,34 +378,46 @@ def split_point(path: str | os.PathLike, start: int, size: int, delimiter: str, 
 
 
 def scan_data(
-    path: str | os.PathLike, start: int, size: int, delimiter: str, columns: int, column_types: bool = False
+    path: str | os.PathLike,
+    start: int,
+    size: int,
+    delimiter: str,
+    columns: int,
+    column_types: bool = False,
+    plain_only: bool = False,
 ) -> RangeScan:
-    """Scan the records after the header, on two processes when the file is large."""
+    """Scan the records after the header, on two processes when the file is large.
+
+    ``plain_only``: raise :class:`NotPlain` at the first record that is not plain (see :func:`scan_range`).
+    """
     mid = None
     if size - start >= kernels.kernel(delimiter, columns).parallel_min_bytes and (os.cpu_count() or 1) > 1:
         mid = split_point(path, start, size, delimiter, columns)
     if mid is None:
-        return scan_range(path, start, None, delimiter, columns, column_types)
+        return scan_range(path, start, None, delimiter, columns, column_types, plain_only)
     import subprocess  # only large files pay for it
 
     child = subprocess.Popen(
         [
             *(sys.executable, "-m", "airflow_tables.validation.ranges", os.fspath(path)),
-            *(str(mid), delimiter, str(columns), str(int(column_types))),
+            *(str(mid), delimiter, str(columns), str(int(column_types)), str(int(plain_only))),
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
     )
     try:
-        first = scan_range(path, start, mid, delimiter, columns, column_types)
+        first = scan_range(path, start, mid, delimiter, columns, column_types, plain_only)
         if first.stopped or first.to_eof or first.resume_offset is not None:
             if first.resume_offset is not None:  # the split fell inside a quoted field
-                first.absorb(scan_range(path, first.resume_offset, None, delimiter, columns, column_types), path)
+                rest = scan_range(path, first.resume_offset, None, delimiter, columns, column_types, plain_only)
+                first.absorb(rest, path)
                 first.resume_offset = None
             return first
         out, _ = child.communicate()
+        if child.returncode == _NOT_PLAIN:
+            raise NotPlain("a record that is not plain")
         if child.returncode != 0:  # the child died (out of memory, killed): do its half here
-            first.absorb(scan_range(path, mid, None, delimiter, columns, column_types), path)
+            first.absorb(scan_range(path, mid, None, delimiter, columns, column_types, plain_only), path)
         else:
             first.absorb(RangeScan.from_json(out.decode()), path)
         return first
@@ -405,10 +427,18 @@ def scan_data(
             child.wait()
 
 
+#: The child's exit status when it was asked for plain records only and found one that is not.
+_NOT_PLAIN = 3
+
+
 def _worker_main(argv: list[str]) -> int:
     """The child half of :func:`scan_data`: scan from an offset to the end, print JSON."""
     path, start, delimiter, columns, column_types = argv[0], int(argv[1]), argv[2], int(argv[3]), argv[4] == "1"
-    sys.stdout.write(scan_range(path, start, None, delimiter, columns, column_types).to_json())
+    plain_only = len(argv) > 5 and argv[5] == "1"
+    try:
+        sys.stdout.write(scan_range(path, start, None, delimiter, columns, column_types, plain_only).to_json())
+    except NotPlain:
+        return _NOT_PLAIN
     return 0
 
 

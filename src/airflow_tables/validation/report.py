@@ -281,9 +281,7 @@ def _scan_local(source: Source, local: Source, question: ScanQuestion) -> CsvRep
 
     The scan is the one made while the copy was written when it answers ``question`` (a scan
     with other arguments cannot, and the log says the copy is read again), else one of the
-    file now. A copy converted from a declared encoding also says what the conversion found:
-    its first undecodable bytes, and a declaration its stored bytes contradict
-    (:func:`_utf8_declared_otherwise`); a file in UTF-8 as it is pays nothing for that.
+    file now (:func:`local_report` says the rest).
     """
     from airflow_tables.sources import NotCopyScanned
 
@@ -298,6 +296,16 @@ def _scan_local(source: Source, local: Source, question: ScanQuestion) -> CsvRep
         scan = scan_file(local.local_path, limits, column_types=question.column_types)
     else:
         scan = copied.found
+    return local_report(source, local, scan)
+
+
+def local_report(source: Source, local: Source, scan: FileScan) -> CsvReport:
+    """The report of ``source`` from ``scan``, a scan of its local UTF-8 file ``local`` (itself, or its copy).
+
+    A copy converted from a declared encoding also says what the conversion found: its first
+    undecodable bytes, and a declaration its stored bytes contradict (:func:`_utf8_declared_otherwise`);
+    a file in UTF-8 as it is pays nothing for that.
+    """
     if local.converted_from is None:
         return _scanned(source, scan)
     from airflow_tables.sources.transcode import byte_order

@@ -396,11 +396,57 @@ RAGGED_ROWS = Rule(
 )
 NO_ROWS = Rule("no-rows", "records", "the file has a header but no data rows; the table will be empty.")
 
+# -- Bad rows: one data row each, which ``on_bad_rows="quarantine"`` sets aside (:mod:`.bad_rows`) --------
+ROW_NUL_BYTE = Rule("nul-byte", "records", "the row holds a NUL byte (0x00) at byte {at:,} of it")
+ROW_NOT_UTF8 = Rule("encoding", "records", "byte 0x{byte:02X} (byte {at:,} of the row) is not valid UTF-8")
+ROW_FIELD_COUNT = Rule("field-count", "records", "the row has {fields:,} field{s}; the header has {columns:,}")
+ROW_TOO_LONG = Rule("record-too-long", "records", "the row is {size:,} bytes long; a row may hold at most {limit:,}")
+ROW_NOT_A_LONG = Rule(
+    "not-a-long",
+    "records",
+    "{value!r} in column {column!r} is not a whole number from -2**63 to 2**63-1, and column_types declares it long",
+)
+ROWS_NOT_UTF8 = Rule(
+    "encoding-rows",
+    "records",
+    "{count:,} {rows_hold} bytes that are not UTF-8 and {were} set aside. If the file is in another encoding "
+    "(Windows-1252, Latin-1...), declare it ({how:cp1252}) to have every row converted instead.",
+)
+DECLARED_COLUMN_MISSING = Rule(
+    "declared-column-missing",
+    "header",
+    "column_types declares the column {column!r}, which the header does not have (it has {columns}). "
+    "Declare the columns by the names the header gives them.",
+)
+BAD_ROWS = Rule(
+    "bad-rows",
+    "records",
+    "{bad:,} of the {rows:,} data rows {are} bad: {shown}{tail}. Fix them, or set on_bad_rows='quarantine' to send "
+    "the good rows and set these aside.",
+)
+TOO_MANY_BAD_ROWS = Rule(
+    "too-many-bad-rows",
+    "records",
+    "{bad:,} of the {rows:,} data rows are bad ({fraction}), over {limit}; nothing was sent. "
+    "The bad rows are listed in {rejects}.",
+)
+NO_GOOD_ROWS = Rule(
+    "no-good-rows",
+    "records",
+    "all {rows:,} data rows are bad; a table of none would be sent, so nothing was. "
+    "The bad rows are listed in {rejects}.",
+)
+
 #: Every rule, in the order a scan applies them.
 RULES: tuple[Rule, ...] = tuple(v for v in list(globals().values()) if isinstance(v, Rule))
 #: The rules about single bytes, and the table of bytes both kernels stop a plain run on.
 BYTE_RULES: tuple[Rule, ...] = tuple(r for r in RULES if r.looks_at == "bytes" and r.stops_on)
 STOP_BYTES: bytes = b"".join(r.stops_on for r in BYTE_RULES)
+
+
+def bad_row_problem(code: str, message: str, line: int) -> Problem:
+    """One bad row as a problem of its file (worded by its rule above, or by a Great Expectations expectation)."""
+    return Problem(code, message, line)
 
 
 def byte_problems(data: bytes, line_of: Callable[[int], int], skip: Collection[str] = ()) -> list[Problem]:

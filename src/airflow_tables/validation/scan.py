@@ -128,12 +128,28 @@ def scan_file(
     ``column_types``: also type each column by the service's rule (:mod:`.types`), in the
     same pass (``FileScan.column_types``).
     """
+
+    def records(f: BinaryIO, scan: FileScan) -> RangeScan:
+        return scan_data(scan.path, scan.data_offset, scan.size_bytes, scan.delimiter, scan.column_count, column_types)
+
+    return scan_file_with(path, limits, records, column_types=column_types)
+
+
+def scan_file_with(
+    path: str | os.PathLike,
+    limits: rules.Limits,
+    records: Callable[[BinaryIO, FileScan], RangeScan],
+    *,
+    column_types: bool = False,
+) -> FileScan:
+    """:func:`scan_file` with another reader of the records after the header (``records``, given the file
+    and the scan so far: its ``data_offset``, ``data_line``, ``delimiter``, ``columns``).
+
+    What ``records`` finds is reported as the validator's scan would report it; :mod:`.bad_rows`
+    reads them this way, sorting good rows from bad.
+    """
     path = os.fspath(path)
     size = os.stat(path).st_size
-
-    def records(f: BinaryIO, offset: int, delimiter: str, columns: int) -> RangeScan:
-        return scan_data(path, offset, size, delimiter, columns, column_types)
-
     with open(path, "rb") as f:
         return _scan(f, path, size, limits, records, column_types)
 
@@ -157,11 +173,11 @@ def scan_stream(
     replay = _Replay(stream)
     read_to_end = False
 
-    def records(f: BinaryIO, offset: int, delimiter: str, columns: int) -> RangeScan:
+    def records(f: BinaryIO, scan: FileScan) -> RangeScan:
         nonlocal read_to_end
-        replay.seek(offset)
+        replay.seek(scan.data_offset)
         replay.forget()
-        found = scan_stream_records(replay, offset, delimiter, columns, column_types, size)
+        found = scan_stream_records(replay, scan.data_offset, scan.delimiter, scan.column_count, column_types, size)
         read_to_end = True
         return found
 
@@ -181,7 +197,7 @@ def _scan(
     path: str,
     size: int,
     limits: rules.Limits,
-    scan_records: Callable[[BinaryIO, int, str, int], RangeScan],
+    scan_records: Callable[[BinaryIO, FileScan], RangeScan],
     column_types: bool = False,
 ) -> FileScan:
     """Read the header of ``f`` and have ``scan_records`` scan what follows it; put the report together."""
@@ -234,10 +250,10 @@ def _scan(
             line=header_line, record=1, columns=scan.column_count, limit=limits.max_columns
         )
         scan.errors.append(problem)
-    data = scan_records(f, data_offset, scan.delimiter, scan.column_count)
-    scan.rows = data.records
     line_base = header_line + line_breaks(header)
     scan.data_line = line_base
+    data = scan_records(f, scan)
+    scan.rows = data.records
     found = {p.code for p in scan.errors}  # only the first bad byte of a kind is reported, so the heading's wins
     # In the order of the file: the kernels find a bad byte and a stop byte in either order.
     for p in sorted(data.problems, key=lambda p: p.line or 0):

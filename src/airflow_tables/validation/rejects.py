@@ -1,0 +1,98 @@
+"""The rejects file: the bad rows a quarantine set aside, one CSV line each, written completely or not at all.
+
+Its columns are :data:`COLUMNS`: ``line`` (where the row starts in the file, 1-based),
+``byte_offset`` (of its first byte, 0-based, in the bytes the service would have received),
+``code`` (the rule it breaks: :mod:`.bad_rows`), ``message``, ``column`` (when one column is to
+blame) and ``record`` (the row as it was, without its line break; bytes that are not UTF-8 and
+NUL bytes written as ``\\xNN`` escapes; cut at :data:`MAX_RECORD_SHOWN` bytes, and then marked).
+
+It is written to a temporary file and only then put where it belongs: a local path gets it by
+a rename in its own directory (a reader never sees half a file), an object in storage by one
+upload of the finished file. A file that is refused for something else than its bad rows
+leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import os
+import tempfile
+from typing import TYPE_CHECKING
+
+from airflow_tables.validation.bad_rows import BadRow
+
+if TYPE_CHECKING:
+    from typing import TextIO
+
+COLUMNS = ("line", "byte_offset", "code", "message", "column", "record")
+#: How much of a bad row the rejects file keeps; a longer one is cut, and says how long it was.
+MAX_RECORD_SHOWN = 8 * 1024
+SUFFIX = ".rejects.csv"
+
+
+def beside(label: str) -> str:
+    """The default rejects path of the file ``label`` names: ``orders.csv`` -> ``orders.rejects.csv``, same place."""
+    head, sep, name = label.rpartition("/")
+    if not sep and os.sep != "/":
+        head, sep, name = label.rpartition(os.sep)
+    stem = name[: -len(".csv")] if name.lower().endswith(".csv") else name
+    return f"{head}{sep}{stem}{SUFFIX}"
+
+
+def shown_record(record: bytes) -> str:
+    """A bad row's bytes as the rejects file shows them: UTF-8 text, other bytes and NUL as ``\\xNN``, bounded."""
+    cut = len(record) > MAX_RECORD_SHOWN
+    text = record[:MAX_RECORD_SHOWN].decode("utf-8", errors="backslashreplace").replace("\x00", "\\x00")
+    return f"{text}... [cut: {len(record):,} bytes in all]" if cut else text
+
+
+class RejectsFile:
+    """Bad rows written as they are found to a temporary file, then :meth:`commit`-ted to ``target`` (or discarded).
+
+    ``target`` is a local path, a ``file://`` URI, or an object-storage URI as the sources take
+    them (``s3://aws_conn@bucket/key.rejects.csv``).
+    """
+
+    def __init__(self, target: str) -> None:
+        from airflow_tables.sources.storage import local_file_path
+
+        self.target = target
+        self.local_target = local_file_path(target)
+        folder = os.path.dirname(os.path.abspath(self.local_target)) if self.local_target else None
+        if folder is not None and not os.path.isdir(folder):
+            raise FileNotFoundError(f"the rejects file cannot be written to {target}: {folder} is not a directory")
+        fd, self.temp_path = tempfile.mkstemp(prefix=".rejects-", suffix=".csv.tmp", dir=folder)
+        self._file: TextIO = os.fdopen(fd, "w", encoding="utf-8", newline="")
+        self._writer = csv.writer(self._file, lineterminator="\n")
+        self._writer.writerow(COLUMNS)
+        self.rows = 0
+
+    def add(self, row: BadRow) -> None:
+        self._writer.writerow(
+            (row.line, row.byte_offset, row.code, row.message, row.column or "", shown_record(row.record))
+        )
+        self.rows += 1
+
+    def commit(self) -> str:
+        """Put the finished file at its target (a rename, or one upload); return the target."""
+        self._file.close()
+        try:
+            if self.local_target is not None:
+                os.replace(self.temp_path, self.local_target)
+            else:
+                from airflow_tables.sources.storage import put_file
+
+                put_file(self.temp_path, self.target)
+        finally:
+            self._remove_temp()
+        return self.target
+
+    def discard(self) -> None:
+        """Leave nothing behind."""
+        self._file.close()
+        self._remove_temp()
+
+    def _remove_temp(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.temp_path)
