@@ -21,6 +21,7 @@ from __future__ import annotations
 import copy
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -31,13 +32,14 @@ from airflow_tables.expectations._gx import (
     import_gx,
 )
 from airflow_tables.expectations.frames import ColumnReader, system_allocator
-from airflow_tables.expectations.merge import flat_exception, merge, suite_result
+from airflow_tables.expectations.merge import flat_exception, merge, paired, suite_result
 from airflow_tables.expectations.suite import Plan, load_suite, plan
 
 if TYPE_CHECKING:
     import pandas as pd
     from great_expectations.core import ExpectationValidationResult
     from great_expectations.core.batch_definition import BatchDefinition
+    from great_expectations.core.result_format import ResultFormatUnion
     from great_expectations.expectations import Expectation
 
     from airflow_tables.validation import CsvReport
@@ -79,8 +81,15 @@ def check(report: CsvReport, expectations: Any, path: str | None = None) -> Outc
         return _check(gx, report, expectations, path)
 
 
-def _check(gx: Any, report: CsvReport, expectations: Any, path: str | None) -> Outcome:
-    """:func:`check`, once GX is imported: the suite's plan, the reads it needs, the result."""
+def _check(
+    gx: Any, report: CsvReport, expectations: Any, path: str | None, validate_data: Callable[..., str] | None = None
+) -> Outcome:
+    """:func:`check`, once GX is imported: the suite's plan, the reads it needs, the result.
+
+    ``validate_data`` stands in for :func:`_validate_data` (same arguments, same duty: each data
+    expectation's result over the file into ``found``, and the summary's words on how it was read):
+    :func:`.rows.unexpected_rows` finds the unexpected rows on the way.
+    """
     context = ephemeral_context(gx)
     suite = load_suite(expectations, gx, context)
     name = os.path.basename(report.path)
@@ -99,7 +108,7 @@ def _check(gx: Any, report: CsvReport, expectations: Any, path: str | None) -> O
         found.update(_validate(gx, batches, ColumnReader(report, [], path).whole(), steps.rows, suite.name))
     how = ""
     if steps.data:
-        how = _validate_data(gx, batches, reader, steps, found)
+        how = (validate_data or _validate_data)(gx, batches, reader, steps, found)
     for column, (count, samples) in reader.not_long.items():
         log.warning(
             "%s: column %s is a long column (as the service types it, from its first rows), but %s later value%s "
@@ -166,11 +175,13 @@ class _Part:
         # Copies: an expectation belongs to one suite only (the user's may be registered in the context).
         self.suite = gx.ExpectationSuite(name=name, expectations=[copy.copy(e) for e in expectations])
 
-    def validate(self, batches: BatchDefinition, frame: pd.DataFrame) -> dict[int, ExpectationValidationResult]:
-        result = batches.get_batch(batch_parameters={"dataframe": frame}).validate(self.suite, result_format="SUMMARY")
-        if len(result.results) != len(self.expectations):
-            raise AssertionError(f"GX returned {len(result.results)} results for {len(self.expectations)} expectations")
-        return {id(e): flat_exception(r) for e, r in zip(self.expectations, result.results, strict=True)}
+    def validate(
+        self, batches: BatchDefinition, frame: pd.DataFrame, result_format: ResultFormatUnion = "SUMMARY"
+    ) -> dict[int, ExpectationValidationResult]:
+        result = batches.get_batch(batch_parameters={"dataframe": frame}).validate(
+            self.suite, result_format=result_format
+        )
+        return {id(e): flat_exception(r) for e, r in paired(self.expectations, result.results)}
 
 
 def describe(result: ExpectationValidationResult) -> str:

@@ -11,11 +11,14 @@ honouring ``mostly``.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from great_expectations.core import ExpectationSuiteValidationResult, ExpectationValidationResult
+    from great_expectations.expectations import Expectation
+    from great_expectations.expectations.expectation_configuration import ExpectationConfiguration
 
 #: GX's SUMMARY format keeps this many unexpected values and row numbers (``partial_unexpected_count``).
 PARTIAL = 20
@@ -43,6 +46,41 @@ def flat_exception(result: ExpectationValidationResult) -> ExpectationValidation
         }
         result.success = False
     return result
+
+
+def paired(
+    expectations: list[Expectation], results: list[ExpectationValidationResult]
+) -> list[tuple[Expectation, ExpectationValidationResult]]:
+    """Each of ``expectations`` with its result among ``results``, one validation's, matched by configuration.
+
+    GX does not return results in the suite's order: those whose metric raised come first, the
+    rest grouped by domain. Chunk by chunk the order then changes where a metric raises on one
+    chunk only, and results paired by position would be merged across different expectations.
+    Identical expectations have identical results; they are paired in order.
+    """
+    waiting: dict[str, list[Expectation]] = {}
+    for expectation in expectations:
+        waiting.setdefault(_identity(expectation.configuration), []).append(expectation)
+    pairs = []
+    for result in results:
+        same = waiting.get(_identity(result.expectation_config)) if result.expectation_config else None
+        if not same:
+            raise AssertionError(
+                f"GX returned a result for an expectation it was not given: {result.expectation_config}"
+            )
+        pairs.append((same.pop(0), result))
+    if len(pairs) != len(expectations):
+        raise AssertionError(f"GX returned {len(pairs)} results for {len(expectations)} expectations")
+    return pairs
+
+
+def _identity(config: ExpectationConfiguration) -> str:
+    """An expectation's configuration as text, without the batch GX names in its results."""
+    described = config.to_json_dict()
+    kwargs = described.get("kwargs")
+    if isinstance(kwargs, dict):
+        described["kwargs"] = {k: v for k, v in kwargs.items() if k != "batch_id"}
+    return json.dumps(described, sort_keys=True, default=str)
 
 
 def merge(chunks: list[ExpectationValidationResult]) -> ExpectationValidationResult:
