@@ -208,6 +208,8 @@ class UploadRecord:
     :param fingerprint: the bytes sent, when ``skip_if_unchanged`` computed it; a record without
         one is not read back.
     :param partition_key: the partition the upload was recorded for, if any (an extra only when set).
+    :param bad_rows: the rows ``on_bad_rows="quarantine"`` set aside, and ``rejects`` where they were
+        written (extras only when a quarantine ran).
     """
 
     service: str
@@ -220,6 +222,8 @@ class UploadRecord:
     credits: int = 1
     fingerprint: str | None = None
     partition_key: str | None = None
+    bad_rows: int | None = None
+    rejects: str | None = None
     dag_id: str | None = None
     task_id: str | None = None
     run_id: str | None = None
@@ -247,8 +251,9 @@ class UploadRecord:
         another DAG's event that copies its extras.
         """
         extra = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _FROM_EVENT}
-        if extra["partition_key"] is None:  # the extras of an upload without partitions stay as they were
-            del extra["partition_key"]
+        for optional in ("partition_key", "bad_rows", "rejects"):  # absent: the extras stay as they were
+            if extra[optional] is None:
+                del extra[optional]
         if secret is not None:
             extra[SIGNATURE] = record_signature(secret, extra, self.dag_id, self.task_id, self.run_id)
         return extra

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 import uuid
-from pathlib import Path
 
 import pytest
 from tests._s3 import S3Server
@@ -51,13 +49,7 @@ def through_proxy(s3_server, bucket, monkeypatch):
 
 def received_bytes(emulator, card_id: str) -> bytes:
     """The bytes the emulator received for a table (its data file, as its store records it)."""
-    db = sqlite3.connect(f"file:{Path(emulator.data_dir) / 'emulator.sqlite3'}?mode=ro", uri=True)
-    try:
-        query = "SELECT COALESCE(pending_file, file) FROM cards WHERE card_id = ?"
-        (relative,) = db.execute(query, (card_id,)).fetchone()
-    finally:
-        db.close()
-    return (Path(emulator.data_dir) / relative).read_bytes()
+    return emulator.received_bytes(card_id)
 
 
 def cut_off_import(datatables_hook, emulator, source) -> str:

@@ -290,6 +290,21 @@ class EmulatorProcess:
             raise EmulatorError(f"listing {project_id} answered {status}: {body.get('Msg')}")
         return body["Cards"]
 
+    def received_bytes(self, card_id: str) -> bytes:
+        """The bytes the emulator received for a table (its data file, as its store records it), to compare."""
+        import sqlite3
+
+        assert self.data_dir is not None, "the emulator was not started"
+        db = sqlite3.connect(f"file:{self.data_dir / 'emulator.sqlite3'}?mode=ro", uri=True)
+        try:
+            query = "SELECT COALESCE(pending_file, file) FROM cards WHERE card_id = ?"
+            row = db.execute(query, (card_id,)).fetchone()
+        finally:
+            db.close()
+        if row is None or not row[0]:
+            raise LookupError(f"table {card_id} holds no upload")
+        return (self.data_dir / row[0]).read_bytes()
+
     def wait_until_processed(self, project_id: str, card_id: str, timeout: float = 30) -> dict:
         """Poll the list (the seed's polling rule) until the table's ``Processed`` is true; return its summary."""
         deadline = time.monotonic() + timeout

@@ -177,6 +177,9 @@ def import_in_task(
     card_id: str | None,
     encoding: str | None,
     table_name: str | None,
+    *,
+    sent: Source | None = None,
+    facts: FileFacts | None = None,
 ) -> str:
     """:meth:`~airflow_tables.hooks.tables.DataTablesHook.import_csv` inside a task: sent once per task instance.
 
@@ -185,7 +188,8 @@ def import_in_task(
     called ``orders.csv`` in one task are two imports, and the same file imported again by a
     later try is one. It is kept until the task instance ends, and signed
     (:func:`~airflow_tables._durable.durable_store`): a note that does not verify is ignored
-    with a warning.
+    with a warning. ``sent`` is the file to send when it is not ``file_path`` itself (the good rows
+    of ``on_bad_rows="quarantine"``), ``facts`` what they hold: the note is still keyed by the file.
     """
     from airflow_tables._durable import durable_store, kept_until_the_end, task_series
     from airflow_tables.sources import identity
@@ -203,15 +207,16 @@ def import_in_task(
     kept_until_the_end(context, key)  # below 3.3 a Variable: deleted when the task instance ends
     store = _ReleaseTwoNotes(durable_store(context, settings.api_key, hook.log), project, name, card_id)
     once = SendOnce(hook, store, key, series=task_series(context))
+    source = sent or source
     earlier = once.earlier(project, source)
     if earlier is not None and earlier.answer is not None:
         return earlier.answer
     if card_id is None:
-        return once.send_new(project, source, table_name=table_name, facts=None)
+        return once.send_new(project, source, table_name=table_name, facts=facts)
     table = hook.find_table(project, card_id)
     replaced_after = table.completion_time if table else None
     return once.send_replacement(
-        project, source, card_id, replaced_after=replaced_after, table_name=table_name, facts=None
+        project, source, card_id, replaced_after=replaced_after, table_name=table_name, facts=facts
     )
 
 

@@ -318,6 +318,12 @@ class DataTablesHook(TableWaits, ConnectionForm, DeprecatedMethods, BaseHook):
         card_id: str | None = None,
         encoding: str | None = None,
         table_name: str | None = None,
+        *,
+        on_bad_rows: str = "fail",
+        max_bad_rows: int | None = None,
+        max_bad_fraction: float | None = None,
+        rejects_path: str | None = None,
+        column_types: dict[str, str] | None = None,
     ) -> str:
         """Upload a CSV as a new table, or as ``card_id``'s new data; return the CardID. Costs one credit.
 
@@ -336,13 +342,27 @@ class DataTablesHook(TableWaits, ConnectionForm, DeprecatedMethods, BaseHook):
         paying again, and when the evidence is not conclusive
         :class:`DataTablesImportUncertainError` names the candidates and nothing is sent.
         A task the user cleared starts afresh.
+
+        ``on_bad_rows="quarantine"`` (with ``max_bad_rows``, ``max_bad_fraction``, ``rejects_path``) and
+        ``column_types`` judge the file's rows one by one first, as the import operators do
+        (docs/operators/import.md, "Bad rows"): the good rows are sent, the bad ones written to the
+        rejects file; a refused file raises :class:`CsvValidationError` before any request.
         """
-        context = _task_context()
-        if context is None:
-            return self.send_import(project_id, file_path, card_id, encoding, table_name)
+        from airflow_tables.hooks._rows import row_check, rows_to_send
         from airflow_tables.hooks.send_once import import_in_task
 
-        return import_in_task(self, context, project_id, file_path, card_id, encoding, table_name)
+        check = row_check(on_bad_rows, max_bad_rows, max_bad_fraction, rejects_path, column_types)
+        context = _task_context()
+        if not check.sorts:
+            if context is None:
+                return self.send_import(project_id, file_path, card_id, encoding, table_name)
+            return import_in_task(self, context, project_id, file_path, card_id, encoding, table_name)
+        with rows_to_send(file_path, encoding, check, self.log) as (sent, facts):
+            if context is None:
+                return self.send_import(project_id, sent, card_id, None, table_name)
+            return import_in_task(
+                self, context, project_id, file_path, card_id, encoding, table_name, sent=sent, facts=facts
+            )
 
     def send_import(
         self,

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from airflow_tables.model import TableDetail
     from airflow_tables.operators.tables import DataTablesImportOperator
     from airflow_tables.sources import Source
+    from airflow_tables.validation.quarantine import RowCheck
 
 
 def check_options(
@@ -133,19 +134,23 @@ def opened_source(task: DataTablesImportOperator) -> Iterator[Source]:
     allowed sources (``allowed_sources``, ``[datatables] allowed_sources``), fails the task (no
     retry); other storage errors may be retried.
     """
+    from airflow_tables.operators._rows import row_check
     from airflow_tables.operators._schema import needs_column_types
     from airflow_tables.sources import SourceError, SourceNotAllowedError, SourceNotFoundError, open_source, staged
     from airflow_tables.validation.report import scanned_copy
     from airflow_tables.validation.rules import MAX_BYTES
 
-    checked = task.validate or task.expectations is not None or task.skip_if_unchanged or needs_column_types(task)
+    sorts = row_check(task).sorts  # rows judged one by one read a local file, not a copy's scan
+    checked = (
+        task.validate or task.expectations is not None or task.skip_if_unchanged or needs_column_types(task) or sorts
+    )
     with contextlib.ExitStack() as stack:
         try:
             source = open_source(task.file_path, encoding=task.encoding, allowed=task.allowed_sources)
             if checked:
                 copy = (
                     scanned_copy(source, column_types=needs_column_types(task))
-                    if task.validate
+                    if task.validate and not sorts
                     else staged(source, max_bytes=MAX_BYTES)
                 )
                 source = stack.enter_context(copy)
@@ -161,13 +166,22 @@ class Checked:
     """What the checks before sending found: the fingerprint (``skip_if_unchanged``) and validation's counts.
 
     ``rows`` and ``columns`` are ``None`` when the file was not validated; ``report`` is the
-    validation report (``None`` likewise), for checks that need more of it.
+    validation report (``None`` likewise), for checks that need more of it. ``sent`` is the file
+    to send when it is not the one checked (the good rows of ``on_bad_rows="quarantine"``).
     """
 
     fingerprint: str | None = None
     rows: int | None = None
     columns: int | None = None
     report: Any = None
+    sent: Source | None = None
+    #: ``on_bad_rows="quarantine"``: the rows set aside and where the rejects were written.
+    bad_rows: int | None = None
+    rejects: str | None = None
+
+    def recorded(self) -> dict[str, Any]:
+        """What the job keeps of the checks (``operators._job.Job``'s fields): for the asset event, across tries."""
+        return {"fingerprint": self.fingerprint, "bad_rows": self.bad_rows, "rejects": self.rejects}
 
 
 @dataclass(frozen=True)
@@ -184,6 +198,8 @@ class FileCheck:
     expectations: Any = None
     column_types: bool = False
     fingerprint: bool = False
+    #: ``on_bad_rows``, its thresholds and ``column_types`` (:mod:`._rows`); None: the file is judged whole.
+    rows: RowCheck | None = None
 
     @property
     def scans(self) -> bool:
@@ -191,19 +207,60 @@ class FileCheck:
         return self.validate or self.expectations is not None
 
 
-def check_file(task: DataTablesImportOperator, context: Context, source: Source) -> Checked:
+@contextlib.contextmanager
+def check_file(task: DataTablesImportOperator, context: Context, source: Source) -> Iterator[Checked]:
     """Validate (and check expectations) before any request; failures are final, not retried.
 
     With ``skip_if_unchanged``, the fingerprint of the bytes to be sent (the staged copy)
     is computed alongside the validation scan. The rows and columns validation counted are
-    returned with it: the table must have them once read (``on_read_mismatch``).
+    returned with it: the table must have them once read (``on_read_mismatch``). The good rows of
+    a quarantine (``Checked.sent``) are in a local file for the time of the block.
     """
+    from airflow_tables.operators._rows import row_check
     from airflow_tables.operators._schema import needs_column_types
 
     check = FileCheck(
-        task.file_path, task.validate, task.expectations, needs_column_types(task), task.skip_if_unchanged
+        task.file_path,
+        task.validate,
+        task.expectations,
+        needs_column_types(task),
+        task.skip_if_unchanged,
+        row_check(task),
     )
-    return checked_file(check, context, source, task.log)
+    if check.rows is not None and check.rows.sorts:
+        with _rows_checked(check, context, source, task.log) as checked:
+            yield checked
+        return
+    yield checked_file(check, context, source, task.log)
+
+
+@contextlib.contextmanager
+def _rows_checked(check: FileCheck, context: Context, source: Source, log: Any) -> Iterator[Checked]:
+    """``check`` with its rows judged one by one (:mod:`._rows`): expectations and the fingerprint on what is sent."""
+    from airflow_tables.operators._rows import held_to_rows
+
+    assert check.rows is not None
+    quarantined = check.rows.policy.quarantines
+    with held_to_rows(
+        check.file_path,
+        check.rows,
+        context,
+        source,
+        log,
+        column_types=check.column_types,
+        expectations=check.expectations,
+    ) as aside:
+        report, sent = aside.report, aside.source
+        if not quarantined:  # a quarantine checked the suite on the rows the rules let through
+            _expect(check, context, report, sent, log)
+        fingerprint = None
+        if check.fingerprint:
+            from airflow_tables.sources.fingerprint import fingerprint_file
+
+            assert sent.local_path is not None  # a local file: the file in place, its copy or its good rows
+            fingerprint = fingerprint_file(sent.local_path)
+        bad_rows = aside.bad_rows if quarantined else None
+        yield Checked(fingerprint, report.rows, report.column_count, report, sent, bad_rows, aside.rejects)
 
 
 def checked_file(check: FileCheck, context: Context, source: Source, log: Any) -> Checked:
@@ -243,6 +300,12 @@ def _validate(check: FileCheck, context: Context, source: Source, log: Any) -> A
         if unfinished is not None:
             raise unfinished
         raise AirflowFailException(str(CsvValidationError(report.path, report.errors)))
+    _expect(check, context, report, source, log)
+    return report if check.validate else None
+
+
+def _expect(check: FileCheck, context: Context, report: Any, source: Source, log: Any) -> None:
+    """The expectations on ``source``, the file as sent; their result (``describe_dict()``) goes to XCom gx_result."""
     if check.expectations is not None:
         from airflow_tables.expectations import ExpectationsError
         from airflow_tables.expectations import check as check_expectations
@@ -255,7 +318,6 @@ def _validate(check: FileCheck, context: Context, source: Source, log: Any) -> A
         log.info("%s", outcome.summary)
         if not outcome.success:
             raise AirflowFailException(f"{check.file_path}: {outcome.failure_message()}")
-    return report if check.validate else None
 
 
 #: How long before its reading a file with a cut last record may have changed and still count as being written.
@@ -270,10 +332,14 @@ def still_being_written(file_path: Any, report: Any, read_at: float) -> Exceptio
     started, or during it. Such a file is retried, not failed for good: the next try may find
     it whole. An object in storage is written whole (a PUT), so only local files are looked at.
     """
+    return unfinished(file_path, report.path, report.cut_short(), read_at)
+
+
+def unfinished(file_path: Any, label: str, problem: Any, read_at: float) -> Exception | None:
+    """:func:`still_being_written` for a file whose only problem is ``problem``, a last record cut short (or None)."""
     from airflow_tables.exceptions import CsvUnfinishedError
     from airflow_tables.sources.storage import local_file_path
 
-    problem = report.cut_short()
     path = local_file_path(file_path)
     if problem is None or path is None:
         return None
@@ -283,7 +349,7 @@ def still_being_written(file_path: Any, report: Any, read_at: float) -> Exceptio
         return None
     if age > UNFINISHED_WITHIN:
         return None
-    return CsvUnfinishedError(report.path, problem, max(age, 0.0))
+    return CsvUnfinishedError(label, problem, max(age, 0.0))
 
 
 @dataclass(frozen=True)

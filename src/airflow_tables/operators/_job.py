@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from airflow_tables._durable import SignedStore, durable_store, forgotten_when_ended
@@ -61,6 +61,8 @@ _JOB_TYPES: dict[str, tuple[type, ...]] = {
     "columns": (int, type(None)),
     "series": (int, type(None)),
     "stamp": (str, type(None)),
+    "bad_rows": (int, type(None)),
+    "rejects": (str, type(None)),
 }
 
 
@@ -81,6 +83,8 @@ class Job:
         a later series is a clear, which starts a new job.
     :param stamp: what the file was when it was sent (:func:`file_stamp`): a clear while the table
         is still being read from the same file reconnects instead (:func:`forget_cleared_job`).
+    :param bad_rows: the rows ``on_bad_rows="quarantine"`` set aside (``None``: no quarantine), and
+        ``rejects`` where they were written: recorded on the asset event.
     """
 
     project_id: str
@@ -93,6 +97,8 @@ class Job:
     columns: int | None = None
     series: int | None = None
     stamp: str | None = None
+    bad_rows: int | None = None
+    rejects: str | None = None
 
     @property
     def watch(self) -> TableWatch:
@@ -287,6 +293,7 @@ class ImportJobSteps:
         # without a fingerprint the event is no record of this file, so skip_if_unchanged never skips on it.
         fingerprint = job.fingerprint if self._read_as_counted else None
         record = UploadRecord.of(ref, self._table, replaced=self.replaces, fingerprint=fingerprint)
+        record = replace(record, bad_rows=job.bad_rows, rejects=job.rejects)
         record_upload(context, ref, record, partition_key=self.partition_key, secret=self.hook.settings.api_key)
         if self.wait_for_completion and job.accepted_at is not None:
             from airflow_tables.metrics import timing

@@ -43,6 +43,33 @@ def job_sent_earlier(once: SendOnce, project: str, source: Source) -> Job | None
     return Job(project, sent.answer, sent.replaced_after, rows=rows, columns=columns, series=once.series)
 
 
+def send_once(task: Any, context: Any) -> SendOnce:
+    """The task instance's one import, sent once across its tries (its note in the task's durable store)."""
+    from airflow_tables._durable import task_series
+    from airflow_tables.hooks.send_once import SendOnce
+    from airflow_tables.operators._job import PENDING_KEY
+
+    return SendOnce(
+        task.hook,
+        task._store(context),
+        PENDING_KEY,
+        series=task_series(context),
+        poll_interval=task.poll_interval,
+        timeout=task.timeout,
+    )
+
+
+def unchanged_since_recorded(task: Any, project: str, fingerprint: str) -> Job | None:
+    """``skip_if_unchanged``: a skipped job when the table's last recorded upload is this file and still its data."""
+    from airflow_tables.assets import table_ref
+    from airflow_tables.utils.events import last_upload
+
+    assert task.card_id is not None  # skip_if_unchanged needs a card_id
+    settings = task.hook.settings
+    record = last_upload(table_ref(project, task.card_id, service=settings.base_url), settings.api_key)
+    return unchanged(task.hook, task.log, record, project, task.card_id, fingerprint)
+
+
 def unchanged(
     hook: DataTablesHook, log: Any, record: UploadRecord | None, project: str, card_id: str, fingerprint: str
 ) -> Job | None:

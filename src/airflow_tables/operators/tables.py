@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperator
 
 from airflow_tables._durable import forgotten_when_ended, task_series
-from airflow_tables.assets import table_ref
 from airflow_tables.evidence import FileFacts
 from airflow_tables.links import DataTablesTableLink
 from airflow_tables.model import TableStatus, check_wait
@@ -29,16 +28,17 @@ from airflow_tables.operators._checks import (
     refuse_if_mapped_alike,
     warn_if_mapped_twice,
 )
-from airflow_tables.operators._job import NOTES, PENDING_KEY, ImportJobSteps, Job
+from airflow_tables.operators._job import NOTES, ImportJobSteps, Job
 from airflow_tables.operators._recovery import (
     file_stamp,
     forget_cleared_job,
     job_sent_earlier,
+    send_once,
     still_read_from_the_same_file,
-    unchanged,
+    unchanged_since_recorded,
 )
 from airflow_tables.operators._refusals import ending_the_task
-from airflow_tables.utils.events import TABLES_ALIAS, last_upload
+from airflow_tables.utils.events import TABLES_ALIAS
 from airflow_tables.utils.tasks import DataTablesTaskMixin
 from airflow_tables.version_compat import (
     AirflowException,
@@ -72,6 +72,10 @@ class _DataTablesOperator(DataTablesTaskMixin, BaseOperator):
         super().__init__(**kwargs)
         self.project_id = project_id
         self.datatables_conn_id = datatables_conn_id
+
+
+#: The import operators' templated arguments.
+_TEMPLATED = ("project_id", "file_path", "card_id", "table_name", "partition_key", "rejects_path")
 
 
 class DataTablesImportOperator(ImportJobSteps, ResumableJobMixin, _DataTablesOperator):
@@ -125,10 +129,24 @@ class DataTablesImportOperator(ImportJobSteps, ResumableJobMixin, _DataTablesOpe
         replaced the table through this provider: ``"skip"``, ``"fail"`` or ``"replace"`` anyway.
     :param partition_key: the partition the asset event is for (templated); default: a partitioned
         run's own key (Airflow 3.2+). Another key needs Airflow 3.3 (below, kept in the extras only).
+    :param on_bad_rows: ``"fail"`` (a bad row refuses the file) or ``"quarantine"``: the good rows are sent,
+        the bad written to ``rejects_path``; XCom ``bad_rows`` says how many (docs/operators/import.md).
+    :param max_bad_rows: with ``"quarantine"``, more bad rows than this refuse the file (nothing sent).
+    :param max_bad_fraction: with ``"quarantine"``, a larger share of bad data rows refuses the file.
+    :param rejects_path: the rejects CSV (templated; a path or URI); default: beside the file, ``<name>.rejects.csv``.
+    :param column_types: ``{"column": "long" | "string"}``: a value not a whole number in a ``long`` column
+        makes its row bad; a declared column the header lacks refuses the file.
     :param datatables_conn_id: the ``datatables`` connection (base URL and API key).
     """
 
-    template_fields: Sequence[str] = ("project_id", "file_path", "card_id", "table_name", "partition_key")
+    template_fields: Sequence[str] = (
+        "project_id",
+        "file_path",
+        "card_id",
+        "table_name",
+        "partition_key",
+        "rejects_path",
+    )
     operator_extra_links = (DataTablesTableLink(),)
     ui_color = "#dbeafe"
     external_id_key = "datatables_table"
@@ -155,9 +173,17 @@ class DataTablesImportOperator(ImportJobSteps, ResumableJobMixin, _DataTablesOpe
         approval_timeout: float | None = 24 * 3600.0,
         if_older: str = "skip",
         partition_key: str | None = None,
+        on_bad_rows: str = "fail",
+        max_bad_rows: int | None = None,
+        max_bad_fraction: float | None = None,
+        rejects_path: str | None = None,
+        column_types: dict[str, str] | None = None,
         datatables_conn_id: str = "datatables_default",
         **kwargs: Any,
     ) -> None:
+        from airflow_tables.validation.row_policy import BadRowPolicy, check_declared_types
+
+        BadRowPolicy(on_bad_rows, max_bad_rows, max_bad_fraction)  # one no run could use fails the DAG's parse
         _schema.check_policy(on_schema_change, approval_timeout)
         _backfill.check_choice(if_older)
         check_options(poll_interval, timeout, card_id, skip_if_unchanged, encoding, allowed_sources)
@@ -186,6 +212,11 @@ class DataTablesImportOperator(ImportJobSteps, ResumableJobMixin, _DataTablesOpe
         self.approval_timeout = approval_timeout
         self.if_older = if_older
         self.partition_key = partition_key
+        self.on_bad_rows = on_bad_rows
+        self.max_bad_rows = max_bad_rows
+        self.max_bad_fraction = max_bad_fraction
+        self.rejects_path = rejects_path
+        self.column_types = check_declared_types(column_types)
         self._job: Job | None = None  # the job this try works on, once published (the XComs, the asset event)
         self._table: TableSummary | None = None  # the table as the wait's last look saw it read
         self._read_as_counted = True  # False once a read differed from validation's counts ("warn")
@@ -218,17 +249,17 @@ class DataTablesImportOperator(ImportJobSteps, ResumableJobMixin, _DataTablesOpe
         If the import's answer is lost (``DataTablesImportUncertainError``), the next try reads
         that note and adopts the table the service did create instead of paying again.
         """
-        with opened_source(self) as source:
-            checked = check_file(self, context, source)
+        with opened_source(self) as source, check_file(self, context, source) as checked:
+            sent = checked.sent or source  # the good rows alone, when bad ones were set aside
             project = self.department
-            once = self._send_once(context)
-            job = job_sent_earlier(once, project, source)
+            once = send_once(self, context)
+            job = job_sent_earlier(once, project, sent)
             if job is None and checked.fingerprint is not None:
-                job = self._unchanged(project, checked.fingerprint)
+                job = unchanged_since_recorded(self, project, checked.fingerprint)
             if job is None:
-                job = self._import_once(context, project, once, source, checked)
+                job = self._import_once(context, project, once, sent, checked)
             stamp = file_stamp(self.file_path, source)
-        done = replace(job, fingerprint=checked.fingerprint, series=once.series, stamp=stamp).to_json()
+        done = replace(job, series=once.series, stamp=stamp, **checked.recorded()).to_json()
         return self._store(context).signed(self.external_id_key, done)  # stored by the mixin as it is
 
     def execute_schema_approval(self, context: Context, event: dict[str, Any]) -> str:
@@ -248,19 +279,6 @@ class DataTablesImportOperator(ImportJobSteps, ResumableJobMixin, _DataTablesOpe
             return self.execute(context)
 
     # -- sending the file once ----------------------------------------------------------------
-
-    def _send_once(self, context: Context) -> SendOnce:
-        """This task instance's one import, sent once across its tries (its note in the durable store)."""
-        from airflow_tables.hooks.send_once import SendOnce
-
-        return SendOnce(
-            self.hook,
-            self._store(context),
-            PENDING_KEY,
-            series=task_series(context),
-            poll_interval=self.poll_interval,
-            timeout=self.timeout,
-        )
 
     def _import_once(self, context: Context, project: str, once: SendOnce, source: Source, checked: Checked) -> Job:
         """Send the file once, failing without retry on a refusal that no later try could change."""
@@ -309,13 +327,6 @@ class DataTablesImportOperator(ImportJobSteps, ResumableJobMixin, _DataTablesOpe
             poll_interval=self.poll_interval,
             timeout=self.timeout,
         )
-
-    def _unchanged(self, project: str, fingerprint: str) -> Job | None:
-        """``skip_if_unchanged``: a skipped job when the table holds this file's data already."""
-        assert self.card_id is not None  # skip_if_unchanged needs a card_id
-        settings = self.hook.settings
-        record = last_upload(table_ref(project, self.card_id, service=settings.base_url), settings.api_key)
-        return unchanged(self.hook, self.log, record, project, self.card_id, fingerprint)
 
 
 class DataTablesReplaceOperator(DataTablesImportOperator):
