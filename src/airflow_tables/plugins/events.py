@@ -49,7 +49,9 @@ class Import(NamedTuple):
     """One import or replace an Airflow task made of a table (a tuple: there are thousands).
 
     ``outcome`` is a :data:`.models.Outcome`: ``recorded`` by an asset event, or known only
-    from the task's ``card_id`` XCom (``failed``, ``running``, ``unchanged``).
+    from the task's ``card_id`` XCom (``failed``, ``running``, ``unchanged``). ``bad_rows`` and
+    ``rejects`` are the event's when ``on_bad_rows="quarantine"`` ran (``None`` otherwise, and
+    for the imports only an XCom knows of: their rows set aside are in the task's log and XCom).
     """
 
     card_id: str
@@ -62,6 +64,8 @@ class Import(NamedTuple):
     task_state: str
     credits: int
     fingerprint: str
+    bad_rows: int | None = None
+    rejects: str | None = None
 
 
 def department_prefix(service: str, project_id: str) -> str:
@@ -83,7 +87,7 @@ def recorded_import(
     extra: object,
     task_state: object = "",
 ) -> Import:
-    """An import its asset event records: credits and fingerprint as its upload record says them."""
+    """An import its asset event records: credits, fingerprint and rows set aside as its upload record says them."""
     record = UploadRecord.from_extra(extra, ref=ref) or UploadRecord(ref.service, ref.project_id, ref.card_id)
     return Import(
         ref.card_id,
@@ -96,6 +100,8 @@ def recorded_import(
         _state(task_state),
         record.credits,
         record.fingerprint or "",
+        record.bad_rows,
+        record.rejects,
     )
 
 

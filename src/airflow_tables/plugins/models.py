@@ -89,6 +89,14 @@ class ImportedBy(PageModel):
     credits: Annotated[int, Field(description="Credits the import used (0: nothing was sent).")] = 1
     fingerprint: Annotated[str, Field(description="The file's fingerprint ('' when not computed).")] = ""
     size: Annotated[int | None, Field(description="The file's size in bytes, from its fingerprint.")] = None
+    bad_rows: Annotated[
+        int | None,
+        Field(description="Rows on_bad_rows='quarantine' set aside (0: none was bad; None: no quarantine ran)."),
+    ] = None
+    rejects: Annotated[
+        str | None,
+        Field(description="Where the rows set aside were written: a local path or a URI, as the task wrote it."),
+    ] = None
 
 
 class Freshness(PageModel):

@@ -205,6 +205,8 @@ def imported_by(base_path: str, found: Import) -> ImportedBy:
         credits=found.credits,
         fingerprint=found.fingerprint,
         size=size_of(found.fingerprint),
+        bad_rows=found.bad_rows,
+        rejects=found.rejects,
     )
 
 

@@ -161,7 +161,7 @@
         el("td", { className: "col-state" }, badge(row), row.reason ? el("div", { className: "reason" }, row.reason) : null),
         el("td", { className: "col-read" }, readCell(row)),
         el("td", { className: "col-domain" }, text(row.domain), row.domain && origin(row) ? el("br") : null, el("span", { className: "muted" }, origin(row))),
-        el("td", { className: "col-import" }, lastImport(row.last)),
+        el("td", { className: "col-import" }, lastImport(row.last), setAsideNote(row.last)),
       ),
     );
     return el("table", { className: "tables" }, el("thead", {}, header(section)), el("tbody", {}, body));
@@ -305,9 +305,40 @@
     return [el("dt", {}, label), el("dd", {}, ...value)];
   }
 
+  // -- rows set aside (on_bad_rows="quarantine") ------------------------------------------------------
+
+  function setAsideCount(count) {
+    return `${number(count)} ${count === 1 ? "row" : "rows"} set aside`;
+  }
+
+  // Where the rejects were written, as the task's (templated) rejects_path made it: a link only for
+  // an http(s) URL; a local path or an object-storage URI (s3://...) is text to copy, never a link
+  // (DT.safeHref would take "/tmp/x.csv" for a path of this server).
+  function rejectsLocation(rejects) {
+    if (typeof rejects !== "string" || !rejects) return null;
+    if (/^https?:\/\//i.test(rejects)) return el("span", { className: "rejects" }, "rejects: ", appLink(rejects, rejects));
+    return el("span", { className: "rejects" }, "rejects: ", el("code", { className: "rejects-path", title: rejects }, rejects));
+  }
+
+  // An import's quarantine: nothing when none ran, "no bad rows" when it found none.
+  function setAside(made) {
+    if (typeof made.bad_rows !== "number") return null;
+    if (made.bad_rows === 0) return el("span", { className: "muted" }, "no bad rows");
+    return [el("span", { className: "set-aside" }, setAsideCount(made.bad_rows)), el("br"), rejectsLocation(made.rejects)];
+  }
+
+  // The list's last import: the count only (the table's page says where the rejects are).
+  function setAsideNote(last) {
+    if (!last || typeof last.bad_rows !== "number" || last.bad_rows <= 0) return null;
+    return [el("br"), el("span", { className: "set-aside", title: last.rejects ? `Rejects: ${last.rejects}` : null }, setAsideCount(last.bad_rows))];
+  }
+
   function importsTable(imports) {
     if (!imports.length) return el("p", { className: "muted" }, "Airflow has not imported this table.");
-    const head = el("tr", {}, ["When", "DAG / task", "Run", "Outcome", "Credits", "File"].map((label) => el("th", { scope: "col" }, label)));
+    // The column shows only where a quarantine ran: most tables never set a row aside.
+    const quarantined = imports.some((made) => typeof made.bad_rows === "number");
+    const labels = ["When", "DAG / task", "Run", "Outcome", "Credits", "File", ...(quarantined ? ["Bad rows"] : [])];
+    const head = el("tr", {}, labels.map((label) => el("th", { scope: "col" }, label)));
     const rows = imports.map((made) =>
       el(
         "tr",
@@ -318,6 +349,7 @@
         el("td", {}, OUTCOMES[made.outcome] || "read, recorded", made.task_state ? el("span", { className: "muted" }, ` (task ${made.task_state})`) : null),
         el("td", { className: "num" }, number(made.credits)),
         el("td", {}, bytes(made.size), made.fingerprint ? el("br") : null, made.fingerprint ? el("code", { className: "fingerprint", title: made.fingerprint }, made.fingerprint) : el("span", { className: "muted" }, made.size === null || made.size === undefined ? "no fingerprint (skip_if_unchanged off)" : "")),
+        quarantined ? el("td", { "data-role": "bad-rows" }, setAside(made)) : null,
       ),
     );
     return el("table", { className: "imports" }, el("thead", {}, head), el("tbody", {}, rows));
