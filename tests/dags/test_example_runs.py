@@ -69,3 +69,51 @@ def test_the_deadline_example_says_why_the_orders_table_is_late(dags_module, dat
         f"its file at {failed['UploadCompletionTime']} UTC: "
         '"Reading orders.csv failed: row 3 has 5 fields, the header 4.".'
     )
+
+
+def test_the_bad_rows_example_sends_the_good_rows_and_sets_the_bad_ones_aside(
+    dags_module, datatables_conn, tmp_path, monkeypatch
+):
+    """The export's three bad rows (written into it at known lines) go to the day's rejects file; the rest is sent."""
+    import csv
+    from datetime import datetime
+
+    from tests.operators._runs import xcom
+
+    from airflow_tables.hooks.tables import DataTablesHook
+
+    monkeypatch.setenv("DATATABLES_REJECTS_DIR", str(tmp_path))
+    (dag,) = dags_in(install(DAGS / "example_datatables_bad_rows.py", DAGS / "data"))
+    day = datetime(2026, 11, 30, tzinfo=UTC)
+    dag_run = dag.test(logical_date=day, run_after=day)
+
+    assert str(dag_run.get_task_instance("import_orders").state) == "success"
+    rejects = tmp_path / "orders_export_2026-11-30.rejects.csv"
+    assert xcom(dag_run, "import_orders", key="bad_rows") == {"count": 3, "rejects": str(rejects)}
+    with open(rejects, newline="", encoding="utf-8") as f:
+        set_aside = list(csv.DictReader(f))
+    assert [(row["line"], row["code"], row["column"]) for row in set_aside] == [
+        ("64", "not-a-long", "order_id"),
+        ("182", "field-count", ""),
+        ("309", "encoding", ""),
+    ]
+    assert set_aside[0]["record"] == "N/A,2026-11-23,North,S011,75.81,entered by hand"
+    assert set_aside[2]["record"].endswith(",Z\\xfcrich office")  # the byte that is not UTF-8, escaped
+    assert list(tmp_path.iterdir()) == [rejects]  # no temporary file left beside it
+
+    # What the service got: the export without those three lines, byte for byte; read as 397 rows.
+    export = (DAGS / "data" / "orders_export.csv").read_bytes().splitlines(keepends=True)
+    good = b"".join(line for number, line in enumerate(export, 1) if number not in (64, 182, 309))
+    card_id = xcom(dag_run, "import_orders")
+    assert datatables_conn.received_bytes(card_id) == good
+    table = datatables_conn.wait_until_processed(datatables_conn.project_id, card_id)
+    assert (table["CardName"], table["Rows"], table["SuccessfulUpload"]) == ("orders_20261130", 397, True)
+    columns = DataTablesHook().get_card(None, card_id)["Columns"]
+    assert {c["ColumnName"]: c["DataType"] for c in columns}["order_id"] == "long"  # N/A did not make it text
+
+    assert str(dag_run.get_task_instance("review_bad_rows").state) == "success"
+    assert xcom(dag_run, "review_bad_rows") == {
+        "count": 3,
+        "rejects": str(rejects),
+        "by_code": {"not-a-long": 1, "field-count": 1, "encoding": 1},
+    }
