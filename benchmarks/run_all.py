@@ -9,10 +9,12 @@ Windows-1252 file through the hook, against boto3 + curl and the plain upload), 
 against validate_csv), parse.py (import costs), fingerprint.py (skip_if_unchanged's hash
 beside validation), column_types.py (validation with column types against without it),
 ui.py (the Data Tables page: render time, list requests under 20 viewers),
-expectations.py (a GX suite before the upload against a whole-file pandas read) and
-replace_requests.py (a replace's requests with the schema check and without), each as its own
-process on a quiet machine is best. Every ratio compares with an anchor measured in the same
-run. The table goes to benchmarks/results/latest.md and between the markers in README.md.
+expectations.py (a GX suite before the upload against a whole-file pandas read),
+replace_requests.py (a replace's requests with the schema check and without) and bad_rows.py
+(an import with on_bad_rows="quarantine" of a file with 1 % bad rows, and of a clean one,
+against the clean file's validate + import), each as its own process on a quiet machine is
+best. Every ratio compares with an anchor measured in the same run. The table goes to
+benchmarks/results/latest.md and between the markers in README.md.
 ``--quick`` uses 64 MiB files and fewer repeats (minutes, not tens).
 """
 
@@ -53,6 +55,7 @@ def suites(quick: bool) -> list[list[str]]:
         ["ui.py", "--tables", "2000" if quick else "10000", "--seconds", "20" if quick else "60"],
         ["expectations.py", "--size", "64" if quick else "512", "--repeat", "1"],
         ["replace_requests.py", "--repeat", "1" if quick else "3"],
+        ["bad_rows.py", "--sizes", "64" if quick else "512", "--repeat", "3" if quick else "5"],
     ]
 
 
