@@ -312,7 +312,9 @@ class RowSorter:
     def _line_at(self, buf: bytearray, pos: int) -> int:
         """The line number of ``buf[pos]`` (counted on from the last one asked for)."""
         start = self.counted
-        self.line += buf.count(b"\n", start, pos) + buf.count(b"\r", start, pos) - buf.count(b"\r\n", start, pos)
+        self.line += buf.count(b"\n", start, pos)
+        if buf.find(b"\r", start, pos) != -1:  # CRLF is one break, a lone CR one too: most files have no CR at all
+            self.line += buf.count(b"\r", start, pos) - buf.count(b"\r\n", start, pos)
         self.counted = pos
         return self.line
 
