@@ -28,14 +28,15 @@ def cut_file(tmp_path, cut: bytes):
     return path, whole[end:].decode()
 
 
+@pytest.mark.parametrize("rows", ["", "_quarantine", "_declared"], ids=["whole", "quarantine", "declared types"])
 @pytest.mark.parametrize("cut", CUTS.values(), ids=CUTS.keys())
 def test_a_file_still_being_written_is_retried_and_imported_whole(
-    dags_module, datatables_conn, stats, tmp_path, capfd, cut
+    dags_module, datatables_conn, stats, tmp_path, capfd, cut, rows
 ):
     emulator = datatables_conn
     path, rest = cut_file(tmp_path, cut)
 
-    dag_run = run(dags_module, "dt_import_unfinished", file_path=str(path), rest=rest)
+    dag_run = run(dags_module, f"dt_import_unfinished{rows}", file_path=str(path), rest=rest)
 
     ti = dag_run.get_task_instance("import")
     out = capfd.readouterr().out

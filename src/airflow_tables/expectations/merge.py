@@ -75,12 +75,15 @@ def paired(
 
 
 def _identity(config: ExpectationConfiguration) -> str:
-    """An expectation's configuration as text, without the batch GX names in its results."""
+    """An expectation's type and arguments as text: what its result repeats of it.
+
+    Not the batch GX names in a result's arguments, nor what a suite a context holds adds to
+    its own expectations (an ``id``, ``meta``, ``notes``), which the results do not all carry.
+    """
     described = config.to_json_dict()
     kwargs = described.get("kwargs")
-    if isinstance(kwargs, dict):
-        described["kwargs"] = {k: v for k, v in kwargs.items() if k != "batch_id"}
-    return json.dumps(described, sort_keys=True, default=str)
+    arguments = {k: v for k, v in kwargs.items() if k != "batch_id"} if isinstance(kwargs, dict) else kwargs
+    return json.dumps({"type": described.get("type"), "kwargs": arguments}, sort_keys=True, default=str)
 
 
 def merge(chunks: list[ExpectationValidationResult]) -> ExpectationValidationResult:

@@ -152,6 +152,7 @@ class RowSorter:
         self.counted = 0
         self.base = start  # the file offset of buf[0]
         self.exact_first = False  # the record at buf[0] is too long for the kernel: judge it exactly
+        self.last_bad: tuple[BadRow, int] | None = None  # the last bad row, if short, and where it ends
 
     def run(self) -> Sorted:
         """Read the records to the end of the file; the header (``[0, start)``) is copied to ``good`` first."""
@@ -176,6 +177,8 @@ class RowSorter:
                 # A record that may end up longer than a row may be is judged exactly once it ends: the
                 # kernel would count it as plain whatever its length (the next read adds a chunk at most).
                 self.exact_first = len(buf) > MAX_ROW_BYTES - CHUNK_BYTES
+        if self.last_bad is not None and self.last_bad[1] == self.base and self.found.stopped is None:
+            self.found.cut_short = self.last_bad[0]  # the file's last record, short: what a writer leaves
         return self.found
 
     def _copy_header(self, f: BinaryIO) -> None:
@@ -218,6 +221,14 @@ class RowSorter:
                 pos += scan.consumed
                 if self.window < CHUNK_BYTES and scan.consumed:
                     self.window = min(CHUNK_BYTES, self.window * 2)
+                if scan.stopped and not scan.consumed and self.kernel.name == "python":
+                    # That kernel hands back a whole window with any record that is not plain: read it exactly.
+                    self.window = SMALL_WINDOW
+                    start = pos
+                    pos, kept = self._judge_each(buf, view, pos, limit, kept, final)
+                    if pos == start:  # its first record is not whole yet: read on
+                        break
+                    continue
                 if scan.stopped:  # the record at pos is not plain: judge it exactly
                     end, kept = self._judge(buf, view, pos, kept, final)
                     if end is None:
@@ -276,7 +287,7 @@ class RowSorter:
         if len(self.found.first_bad) < MAX_LISTED:
             self.found.first_bad.append(row)
         short = rule is rules.ROW_FIELD_COUNT and facts["fields"] < self.columns
-        self.found.cut_short = row if short and final and shape.end == len(buf) else None
+        self.last_bad = (row, self.base + shape.end) if short else None
         self.bad(row)
         return shape.end, shape.end
 
