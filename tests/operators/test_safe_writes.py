@@ -113,13 +113,19 @@ def test_the_hook_in_a_task_imports_again_when_the_service_never_got_the_file(
 
 
 def test_a_replace_wait_never_takes_another_clients_later_read_for_its_own(dags_module, datatables_conn, tmp_path):
-    """Our read ends; another client replaces the table before our wait looks again: not recorded as ours."""
+    """Our read ends; another client replaces the table before our wait looks again: not recorded as ours.
+
+    Our read takes 2.5 s, so the wait's first look (right after the send) sees it in progress even
+    on a loaded machine; its next look, 4 s later, comes after the other client's replacement.
+    (With 0.8 s, a first look delayed past our read's end on Airflow 3.4 under load saw our own
+    read, and the task rightly succeeded: the premise of the test did not hold.)
+    """
     from airflow_tables.hooks.tables import DataTablesHook
 
     emulator = datatables_conn
     card_id = _ready_table(emulator, tmp_path)
     ours, theirs = orders_csv(tmp_path, "ours.csv", rows=3), orders_csv(tmp_path, "theirs.csv", rows=7)
-    emulator.set_processing_delay(0.8)
+    emulator.set_processing_delay(2.5)
     emulator.reset_stats()
 
     def other_client() -> None:

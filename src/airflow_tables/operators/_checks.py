@@ -320,36 +320,17 @@ def _expect(check: FileCheck, context: Context, report: Any, source: Source, log
             raise AirflowFailException(f"{check.file_path}: {outcome.failure_message()}")
 
 
-#: How long before its reading a file with a cut last record may have changed and still count as being written.
-UNFINISHED_WITHIN = 60.0
-
-
 def still_being_written(file_path: Any, report: Any, read_at: float) -> Exception | None:
     """The retryable error for a local file that looks unfinished; ``None`` for one that is simply malformed.
 
     A writer that has not finished leaves a last record cut short (``CsvReport.cut_short``) in a
-    file modified moments ago: less than :data:`UNFINISHED_WITHIN` seconds before the reading
+    file modified moments ago: less than ``_rows.UNFINISHED_WITHIN`` seconds before the reading
     started, or during it. Such a file is retried, not failed for good: the next try may find
     it whole. An object in storage is written whole (a PUT), so only local files are looked at.
     """
+    from airflow_tables.operators._rows import unfinished
+
     return unfinished(file_path, report.path, report.cut_short(), read_at)
-
-
-def unfinished(file_path: Any, label: str, problem: Any, read_at: float) -> Exception | None:
-    """:func:`still_being_written` for a file whose only problem is ``problem``, a last record cut short (or None)."""
-    from airflow_tables.exceptions import CsvUnfinishedError
-    from airflow_tables.sources.storage import local_file_path
-
-    path = local_file_path(file_path)
-    if problem is None or path is None:
-        return None
-    try:
-        age = read_at - os.stat(path).st_mtime
-    except OSError:
-        return None
-    if age > UNFINISHED_WITHIN:
-        return None
-    return CsvUnfinishedError(label, problem, max(age, 0.0))
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ writer that has not finished is not a bad row.
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -113,7 +114,6 @@ def _still_being_written(file_path: Any, aside: SetAside, read_at: float) -> Exc
     Cut short: the one bad row is the last record with fewer fields than the header, or a quote
     opened in the last record runs to the end of the file (which no row can be set aside for).
     """
-    from airflow_tables.operators._checks import unfinished
     from airflow_tables.validation.rules import UNTERMINATED_QUOTE
 
     errors = aside.report.errors
@@ -126,3 +126,24 @@ def _still_being_written(file_path: Any, aside: SetAside, read_at: float) -> Exc
     else:
         return None
     return unfinished(file_path, aside.report.path, problem, read_at)
+
+
+#: How long before its reading a file with a cut last record may have changed and still count as being written.
+UNFINISHED_WITHIN = 60.0
+
+
+def unfinished(file_path: Any, label: str, problem: Any, read_at: float) -> Exception | None:
+    """:func:`still_being_written` for a file whose only problem is ``problem``, a last record cut short (or None)."""
+    from airflow_tables.exceptions import CsvUnfinishedError
+    from airflow_tables.sources.storage import local_file_path
+
+    path = local_file_path(file_path)
+    if problem is None or path is None:
+        return None
+    try:
+        age = read_at - os.stat(path).st_mtime
+    except OSError:
+        return None
+    if age > UNFINISHED_WITHIN:
+        return None
+    return CsvUnfinishedError(label, problem, max(age, 0.0))
