@@ -69,8 +69,11 @@ def refresh(hook, card_id: str, tmp_path, rows: int) -> None:
     hook.wait_for_processed(None, card_id, poll_interval=0.05, timeout=30, replaced_after=None)
 
 
-async def watch_for(triggers, seconds: float, during=None) -> list:
-    """Each event the triggers fire, as (index, payload), until ``seconds`` after ``during()`` (run meanwhile)."""
+async def watch_for(triggers, seconds: float, during=None, *, until: int | None = None, then: float = 0.0) -> list:
+    """Each event the triggers fire, as (index, payload), until ``seconds`` after ``during()`` (run meanwhile).
+
+    ``until``: stop earlier, ``then`` seconds after that many events came (a deadline, not a wait to see).
+    """
     events: list = []
     gens = [t.run() for t in triggers]
 
@@ -81,7 +84,12 @@ async def watch_for(triggers, seconds: float, during=None) -> list:
     tasks = [asyncio.ensure_future(collect(i, g)) for i, g in enumerate(gens)]
     if during is not None:
         await asyncio.to_thread(during)
-    await asyncio.sleep(seconds)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    while loop.time() < deadline and (until is None or len(events) < until):
+        await asyncio.sleep(min(0.05, max(0.0, deadline - loop.time())))
+    if until is not None and len(events) >= until:
+        await asyncio.sleep(then)  # long enough for a second event to show, were one fired
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
@@ -176,8 +184,11 @@ def test_without_its_store_the_watch_fires_nothing_and_reports_once_the_store_is
         assert store.writes == writes
         store.broken = False
 
-    # Five seconds once the store is back: a loaded machine (CI's lowest run) took more than 1.5 s to look again.
-    events = asyncio.run(watch_for([watcher(datatables_conn, card_id, store)], 5.0, refresh_then_store_back))
+    # Up to a minute once the store is back, then two seconds more for a second event: loaded machines (CI's
+    # matrix runs) took more than 1.5 s, then more than 5 s, to look again.
+    events = asyncio.run(
+        watch_for([watcher(datatables_conn, card_id, store)], 60.0, refresh_then_store_back, until=1, then=2.0)
+    )
     assert [payload["rows"] for _, payload in events] == [5]
 
 
