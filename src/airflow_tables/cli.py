@@ -180,22 +180,23 @@ def _encoding(name: str) -> str:
 
 def _max_bad_rows(text: str) -> int:
     """``--max-bad-rows``: a threshold ``BadRowPolicy`` takes, or a usage error worded by it."""
-    try:
-        count = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    count = _parsed(text, int, "a whole number")
     _policy_checked(count, None)
     return count
 
 
 def _max_bad_fraction(text: str) -> float:
     """``--max-bad-fraction``: a fraction from 0 to 1 ``BadRowPolicy`` takes, or a usage error worded by it."""
-    try:
-        fraction = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    fraction = _parsed(text, float, "a number")
     _policy_checked(None, fraction)
     return fraction
+
+
+def _parsed(text: str, kind: type, noun: str) -> Any:
+    try:
+        return kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not {noun}: {text!r}") from None
 
 
 def _policy_checked(count: int | None, fraction: float | None) -> None:

@@ -20,21 +20,6 @@ if TYPE_CHECKING:
     from airflow_tables.validation.quarantine import RowCheck
 
 
-def row_check(
-    on_bad_rows: str,
-    max_bad_rows: int | None,
-    max_bad_fraction: float | None,
-    rejects_path: str | None,
-    column_types: dict[str, str] | None,
-) -> RowCheck:
-    """The arguments as one value; ``ValueError`` for a policy or a declaration no file could meet."""
-    from airflow_tables.validation.quarantine import RowCheck
-    from airflow_tables.validation.row_policy import BadRowPolicy, check_declared_types
-
-    policy = BadRowPolicy(on_bad_rows, max_bad_rows, max_bad_fraction)
-    return RowCheck(policy, check_declared_types(column_types), rejects_path or None)
-
-
 @contextlib.contextmanager
 def rows_to_send(file_path: Any, encoding: str | None, check: RowCheck, log: Any) -> Iterator[tuple[Source, FileFacts]]:
     """The file to send (its good rows, or itself) and its facts, for the time of the block; or a refusal.

@@ -348,10 +348,11 @@ class DataTablesHook(TableWaits, ConnectionForm, DeprecatedMethods, BaseHook):
         (docs/operators/import.md, "Bad rows"): the good rows are sent, the bad ones written to the
         rejects file; a refused file raises :class:`CsvValidationError` before any request.
         """
-        from airflow_tables.hooks._rows import row_check, rows_to_send
+        from airflow_tables.hooks._rows import rows_to_send
         from airflow_tables.hooks.send_once import import_in_task
+        from airflow_tables.validation.quarantine import RowCheck
 
-        check = row_check(on_bad_rows, max_bad_rows, max_bad_fraction, rejects_path, column_types)
+        check = RowCheck.of(on_bad_rows, max_bad_rows, max_bad_fraction, rejects_path, column_types)
         context = _task_context()
         if not check.sorts:
             if context is None:

@@ -33,10 +33,8 @@ BAD_ROWS_XCOM_KEY = "bad_rows"
 def row_check(task: Any) -> RowCheck:
     """The task's ``on_bad_rows``, thresholds, ``column_types`` and ``rejects_path``, as one value."""
     from airflow_tables.validation.quarantine import RowCheck
-    from airflow_tables.validation.row_policy import BadRowPolicy
 
-    policy = BadRowPolicy(task.on_bad_rows, task.max_bad_rows, task.max_bad_fraction)
-    return RowCheck(policy, task.column_types, task.rejects_path or None)
+    return RowCheck.of(task.on_bad_rows, task.max_bad_rows, task.max_bad_fraction, task.rejects_path, task.column_types)
 
 
 @contextlib.contextmanager

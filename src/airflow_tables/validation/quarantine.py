@@ -49,6 +49,21 @@ class RowCheck:
     declared: dict[str, str] | None = None
     rejects_path: str | None = None
 
+    @classmethod
+    def of(
+        cls,
+        on_bad_rows: str,
+        max_bad_rows: int | None,
+        max_bad_fraction: float | None,
+        rejects_path: str | None,
+        column_types: dict[str, str] | None,
+    ) -> RowCheck:
+        """The arguments of an operator or of ``import_csv`` as one value; ``ValueError`` for one no file could meet."""
+        from airflow_tables.validation.row_policy import check_declared_types
+
+        policy = BadRowPolicy(on_bad_rows, max_bad_rows, max_bad_fraction)
+        return cls(policy, check_declared_types(column_types), rejects_path or None)
+
     @property
     def sorts(self) -> bool:
         """Whether rows are judged one by one at all (otherwise the validator's report is the whole answer)."""
@@ -150,7 +165,9 @@ def sorted_rows(
         if not found.bad_rows:
             yield SetAside(report, local, 0, None, {}, None)
             return
-        where = rejects.commit()
+        from airflow_tables.sources.storage import label_of
+
+        where = label_of(rejects.commit())  # as reported (XCom, log, asset event): never a password in a URI
         if by_code.get(rules.ROW_NOT_UTF8.code):  # a whole file in another encoding looks like this too
             count = by_code[rules.ROW_NOT_UTF8.code]
             rows_hold, were = ("row holds", "was") if count == 1 else ("rows hold", "were")
