@@ -250,3 +250,47 @@ def test_an_open_quote_after_a_quote_that_is_data_is_not_plain(scan_kernel, data
     records = dialect.parse_records(data[: found.consumed].decode(), ",")
     assert len(list(records)) == found.records
     assert records.unterminated_line is None
+
+
+@settings(max_examples=1500, deadline=None, derandomize=True, suppress_health_check=[FIXTURE])
+@given(csvish, st.integers(min_value=1, max_value=4), st.sampled_from([",", ";"]), st.booleans())
+def test_what_a_kernel_sets_aside_is_measured_as_the_rules_read_it(scan_kernel, data, columns, delimiter, final):
+    """``sort`` goes on after the bad records it can measure: each is measured as the exact read does, and bad.
+
+    Between them, every record it counts is plain (as ``scan`` would count it), and it stops where
+    ``scan`` would, on a record that is not one of those (or reads on, for one not whole yet).
+    """
+    kernel = kernel_for(delimiter, columns)
+    found = kernel.sort(memoryview(data), final)
+    assert 0 <= found.consumed <= len(data)
+    pos = good = 0
+    for start, end, fields in found.bad:
+        plain = kernel.scan(memoryview(data[pos:start]), final=True)  # it ends where a record does
+        assert (plain.consumed, plain.stopped) == (start - pos, False)  # a plain run up to the bad record
+        good += plain.records
+        shape = dialect.record_shape(data, start, delimiter, columns, final)
+        assert (shape.end, shape.fields) == (end, fields), (start, end, fields)
+        record = data[start:end]
+        assert fields != columns or b"\x00" in record or kernels.first_non_utf8(record) >= 0, record
+        pos = end
+    rest = kernel.scan(memoryview(data[pos:]), final)
+    assert pos + rest.consumed == found.consumed
+    assert good + rest.records == found.records
+    if rest.stopped and not found.stopped:  # a record it would set aside, not whole yet: it reads on
+        assert not final and dialect.record_shape(data, found.consumed, delimiter, columns, final).end == -1
+    else:
+        assert rest.stopped == found.stopped
+    if scan_kernel == "python":
+        assert found.bad == [] and found[:4] == kernel.scan(memoryview(data), final)
+
+
+@settings(max_examples=1000, deadline=None, derandomize=True, suppress_health_check=[FIXTURE])
+@given(st.lists(st.sampled_from([b"a", b",", b"\n", b"\r", b"\r\n", b"\x00" * 20]), max_size=80).map(b"".join), st.data())
+def test_line_breaks_are_counted_as_the_rules_count_them(scan_kernel, data, draw):
+    """LF, CRLF and a lone CR once each, in any span (the native count reads 16 bytes at a time)."""
+    start = draw.draw(st.integers(min_value=0, max_value=len(data)))
+    end = draw.draw(st.integers(min_value=start, max_value=len(data)))
+    span = data[start:end]
+    expected = span.count(b"\n") + span.count(b"\r") - span.count(b"\r\n")
+    assert kernel_for(",", 1).line_breaks(data, start, end) == expected
+    assert kernels.line_breaks(bytearray(data), start, end) == expected

@@ -214,7 +214,7 @@ def check_file(task: DataTablesImportOperator, context: Context, source: Source)
     With ``skip_if_unchanged``, the fingerprint of the bytes to be sent (the staged copy)
     is computed alongside the validation scan. The rows and columns validation counted are
     returned with it: the table must have them once read (``on_read_mismatch``). The good rows of
-    a quarantine (``Checked.sent``) are in a local file for the time of the block.
+    a quarantine (``Checked.sent``) can be read for the time of the block.
     """
     from airflow_tables.operators._rows import row_check
     from airflow_tables.operators._schema import needs_column_types
@@ -252,13 +252,14 @@ def _rows_checked(check: FileCheck, context: Context, source: Source, log: Any) 
     ) as aside:
         report, sent = aside.report, aside.source
         if not quarantined:  # a quarantine checked the suite on the rows the rules let through
-            _expect(check, context, report, sent, log)
+            _expect(check, context, report, aside.as_local(), log)
         fingerprint = None
         if check.fingerprint:
             from airflow_tables.sources.fingerprint import fingerprint_file
 
-            assert sent.local_path is not None  # a local file: the file in place, its copy or its good rows
-            fingerprint = fingerprint_file(sent.local_path)
+            local = aside.as_local()  # the file in place, its copy, or a copy of its good rows
+            assert local.local_path is not None
+            fingerprint = fingerprint_file(local.local_path)
         bad_rows = aside.bad_rows if quarantined else None
         yield Checked(fingerprint, report.rows, report.column_count, report, sent, bad_rows, aside.rejects)
 

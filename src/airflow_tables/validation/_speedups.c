@@ -329,10 +329,14 @@ type_record(Typing *t, const unsigned char *buf, const Py_ssize_t *separators, P
 }
 
 typedef struct {
+    Py_ssize_t max_records; /* in: stop after this many plain records (0: no limit) */
     Py_ssize_t records;   /* plain records read */
     Py_ssize_t consumed;  /* where they end: the start of the record that stopped the scan */
     int stopped;          /* that record is not plain (otherwise the buffer ran out) */
     Py_ssize_t utf8_error; /* the offset of the first byte that is not UTF-8, or -1 */
+    /* When the record that stopped the scan is plain but for its number of fields: where it ends
+     * (after its line break) and its fields; -1 otherwise. */
+    Py_ssize_t stop_end, stop_fields;
 } PlainScan;
 
 static ALWAYS_INLINE void
@@ -345,6 +349,8 @@ scan_plain_body(const unsigned char *buf, Py_ssize_t len, unsigned char delimite
     uint64_t edge_before = 1;    /* the byte before the window ends a field (the buffer starts a record) */
     uint64_t line_start = 1;     /* the window's first byte starts a line */
     int stopped = 0;
+    const Py_ssize_t max_records = out->max_records;
+    out->stop_end = out->stop_fields = -1;
     Py_ssize_t first = 0, separators = 0; /* typing: the records' separators being read, typing->separators[first:] */
     typing->len = len;
 
@@ -418,6 +424,8 @@ scan_plain_body(const unsigned char *buf, Py_ssize_t len, unsigned char delimite
             const uint64_t upto = through(b);
             if (delims + POPCOUNT(delim_bits & upto) != columns - 1) {
                 stopped = 1;
+                out->stop_end = base + b + 1;
+                out->stop_fields = delims + POPCOUNT(delim_bits & upto) + 1;
                 break;
             }
             if (typing->open) {
@@ -430,7 +438,11 @@ scan_plain_body(const unsigned char *buf, Py_ssize_t len, unsigned char delimite
             delims = 0;
             records++;
             record_start = base + b + 1;
+            if (records == max_records)
+                break;
         }
+        if (max_records && records == max_records)
+            break;
         if (stopped || problems) {
             stopped = 1;
             break;
@@ -440,11 +452,15 @@ scan_plain_body(const unsigned char *buf, Py_ssize_t len, unsigned char delimite
         edge_before = (edges >> (n - 1)) & 1;
         line_start = (breaks >> (n - 1)) & 1;
     }
-    if (!stopped && final && record_start < len) {
+    if (!stopped && !(max_records && records == max_records) && final && record_start < len) {
         /* The last record runs to the end of the file without a line break. */
-        if (inside_before || delims != columns - 1)
+        if (inside_before || delims != columns - 1) {
             stopped = 1;
-        else {
+            if (!inside_before) {
+                out->stop_end = len;
+                out->stop_fields = delims + 1;
+            }
+        } else {
             if (typing->open)
                 type_record(typing, buf, typing->separators + first, record_start, len, 1);
             records++;
@@ -512,6 +528,62 @@ PyDoc_STRVAR(plain_records_doc,
 "0 no value yet, 1 all longs so far, 2 not a long column), raised in place by the values\n"
 "of the plain records read.");
 
+/* The separator, columns and stop bytes of a scan, checked; -1 with an exception set. */
+static int
+read_scan_arguments(int delimiter, Py_ssize_t columns, const char *stop_bytes, Py_ssize_t stop_count, Stops *stops)
+{
+    if (delimiter < 1 || delimiter > 127 || delimiter == '"' || delimiter == '\n' || delimiter == '\r' ||
+        columns < 1) {
+        PyErr_SetString(PyExc_ValueError, "an ASCII separator and at least one column are needed");
+        return -1;
+    }
+    stops->count = stop_count;
+    for (Py_ssize_t k = 0; k < stop_count && stop_count <= MAX_STOPS; k++) {
+        const unsigned char c = (unsigned char)stop_bytes[k];
+        if (c == '"' || c == '\n' || c == '\r' || c == delimiter)
+            stop_count = MAX_STOPS + 1;
+        else
+            stops->bytes[k] = c;
+    }
+    if (stop_count > MAX_STOPS) {
+        PyErr_SetString(PyExc_ValueError, "at most 16 stop bytes, none a quote, a line break or the separator");
+        return -1;
+    }
+    return 0;
+}
+
+/* The column states ``types`` (a writable buffer, one byte per column) as a scan's typing; -1 with an exception set. */
+static int
+open_typing(PyObject *types, Py_ssize_t columns, Py_buffer *types_view, Typing *typing)
+{
+    if (PyObject_GetBuffer(types, types_view, PyBUF_WRITABLE) < 0)
+        return -1;
+    if (types_view->len < columns) {
+        PyBuffer_Release(types_view);
+        PyErr_SetString(PyExc_ValueError, "types needs one byte per column");
+        return -1;
+    }
+    typing->changes = PyMem_Malloc((size_t)(3 * columns + SEPARATOR_SLACK) * sizeof(Py_ssize_t));
+    if (typing->changes == NULL) {
+        PyBuffer_Release(types_view);
+        PyErr_NoMemory();
+        return -1;
+    }
+    typing->states = types_view->buf;
+    typing->columns = columns;
+    typing->open_list = typing->changes + columns;
+    typing->separators = typing->open_list + columns;
+    find_open(typing);
+    return 0;
+}
+
+static void
+close_typing(Py_buffer *types_view, Typing *typing)
+{
+    PyMem_Free(typing->changes);
+    PyBuffer_Release(types_view);
+}
+
 static PyObject *
 plain_records(PyObject *module, PyObject *args)
 {
@@ -522,66 +594,268 @@ plain_records(PyObject *module, PyObject *args)
     Py_ssize_t columns, stop_count;
     const char *stop_bytes;
     Stops stops;
-    PlainScan scan;
+    PlainScan scan = {0};
     (void)module;
     if (!PyArg_ParseTuple(args, "y*Cnpy#|O:plain_records", &view, &delimiter, &columns, &final, &stop_bytes,
                           &stop_count, &types))
         return NULL;
-    if (delimiter < 1 || delimiter > 127 || delimiter == '"' || delimiter == '\n' || delimiter == '\r' ||
-        columns < 1) {
+    if (read_scan_arguments(delimiter, columns, stop_bytes, stop_count, &stops) < 0 ||
+        (types != Py_None && open_typing(types, columns, &types_view, &typing) < 0)) {
         PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_ValueError, "an ASCII separator and at least one column are needed");
         return NULL;
-    }
-    stops.count = stop_count;
-    for (Py_ssize_t k = 0; k < stop_count && stop_count <= MAX_STOPS; k++) {
-        const unsigned char c = (unsigned char)stop_bytes[k];
-        if (c == '"' || c == '\n' || c == '\r' || c == delimiter)
-            stop_count = MAX_STOPS + 1;
-        else
-            stops.bytes[k] = c;
-    }
-    if (stop_count > MAX_STOPS) {
-        PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_ValueError, "at most 16 stop bytes, none a quote, a line break or the separator");
-        return NULL;
-    }
-    if (types != Py_None) {
-        if (PyObject_GetBuffer(types, &types_view, PyBUF_WRITABLE) < 0) {
-            PyBuffer_Release(&view);
-            return NULL;
-        }
-        if (types_view.len < columns) {
-            PyBuffer_Release(&types_view);
-            PyBuffer_Release(&view);
-            PyErr_SetString(PyExc_ValueError, "types needs one byte per column");
-            return NULL;
-        }
-        typing.states = types_view.buf;
-        typing.columns = columns;
-        typing.changes = PyMem_Malloc((size_t)(3 * columns + SEPARATOR_SLACK) * sizeof(Py_ssize_t));
-        if (typing.changes == NULL) {
-            PyBuffer_Release(&types_view);
-            PyBuffer_Release(&view);
-            return PyErr_NoMemory();
-        }
-        typing.open_list = typing.changes + columns;
-        typing.separators = typing.open_list + columns;
-        find_open(&typing);
     }
     Py_BEGIN_ALLOW_THREADS
     scan_plain(view.buf, view.len, (unsigned char)delimiter, columns, final, &stops, &typing, &scan);
     Py_END_ALLOW_THREADS
-    if (types != Py_None) {
-        PyMem_Free(typing.changes);
-        PyBuffer_Release(&types_view);
-    }
+    if (typing.states)
+        close_typing(&types_view, &typing);
     PyBuffer_Release(&view);
     return Py_BuildValue("nnOn", scan.records, scan.consumed, scan.stopped ? Py_True : Py_False, scan.utf8_error);
 }
 
+
+/*
+ * sort_records is plain_records for the bad-row sorter (validation/bad_rows.py): it goes on after
+ * the records a quarantine sets aside most often, a record that is plain but for its number of
+ * fields, a stop byte (NUL) or a byte that is not UTF-8, instead of handing each back to Python.
+ * Those are listed by where they start and end and by their fields (Python judges each by the
+ * rules, from its bytes); any other record that is not plain ends the call, to be read exactly.
+ * Only the plain records are typed: a bad row never types a column.
+ */
+PyDoc_STRVAR(sort_records_doc,
+"sort_records(buffer, delimiter, columns, final, stops, types=None) -> (records, consumed, stopped, bad)\n\n"
+"Read the records at the start of ``buffer`` as plain_records does, going on after each one that is\n"
+"plain but for its number of fields, a stop byte or a byte that is not UTF-8; ``bad`` lists those as\n"
+"(start, end, fields), in order. ``records`` counts the plain ones (typed in ``types``, when given);\n"
+"``consumed`` is where the records read end; ``stopped`` is True when the record there is neither\n"
+"(read it exactly), False when the buffer ran out.");
+
+typedef struct {
+    Py_ssize_t *items; /* start, end, fields; start, end, fields; ... */
+    Py_ssize_t count, room;
+} BadList;
+
+static int
+bad_add(BadList *list, Py_ssize_t start, Py_ssize_t end, Py_ssize_t fields)
+{
+    if (list->count == list->room) {
+        const Py_ssize_t room = list->room ? 2 * list->room : 256;
+        Py_ssize_t *items = PyMem_RawRealloc(list->items, (size_t)room * 3 * sizeof(Py_ssize_t));
+        if (items == NULL)
+            return -1;
+        list->items = items;
+        list->room = room;
+    }
+    list->items[3 * list->count] = start;
+    list->items[3 * list->count + 1] = end;
+    list->items[3 * list->count + 2] = fields;
+    list->count++;
+    return 0;
+}
+
+/* One record at ``at``, read with ``stops`` and ``typing`` (or none): the scan of it alone. */
+static void
+scan_one(const unsigned char *buf, Py_ssize_t len, Py_ssize_t at, unsigned char delimiter, Py_ssize_t columns,
+         int final, const Stops *stops, Typing *typing, PlainScan *out)
+{
+    memset(out, 0, sizeof *out);
+    out->max_records = 1;
+    scan_plain(buf + at, len - at, delimiter, columns, final, stops, typing, out);
+}
+
+typedef struct {
+    Py_ssize_t records, consumed;
+    int stopped;
+} SortScan;
+
+/* The body of sort_records (no Python object is touched: it runs without the GIL). -1: out of memory. */
+static int
+sort_plain(const unsigned char *buf, Py_ssize_t len, unsigned char delimiter, Py_ssize_t columns, int final,
+           const Stops *stops, Typing *typing, unsigned char *saved, BadList *bad, SortScan *out)
+{
+    const Stops no_stops = {0};
+    Typing untyped = {0};
+    Py_ssize_t pos = 0;
+    out->records = 0;
+    out->stopped = 0;
+    PlainScan one = {0};
+    while (pos < len) {
+        PlainScan scan = {0};
+        if (typing->states)
+            memcpy(saved, typing->states, (size_t)columns);
+        scan_plain(buf + pos, len - pos, delimiter, columns, final, stops, typing, &scan);
+        if (scan.utf8_error >= 0 && scan.utf8_error < scan.consumed) {
+            /* A plain run with a byte that is not UTF-8: its records up to that byte's are good. */
+            const Py_ssize_t bad_byte = pos + scan.utf8_error;
+            if (typing->states) {
+                memcpy(typing->states, saved, (size_t)columns);
+                find_open(typing);
+            }
+            PlainScan head = {0};
+            scan_plain(buf + pos, scan.utf8_error, delimiter, columns, 0, stops, typing, &head);
+            out->records += head.records;
+            pos += head.consumed;
+            for (;;) { /* a CR just before the byte may have left a good record unread: one at a time */
+                scan_one(buf, len, pos, delimiter, columns, final, stops, &untyped, &one);
+                if (one.records != 1)
+                    goto stop; /* not whole here: read again with more (or exactly) */
+                if (pos + one.consumed > bad_byte)
+                    break;
+                scan_one(buf, len, pos, delimiter, columns, final, stops, typing, &one);
+                out->records++;
+                pos += one.consumed;
+            }
+            if (bad_add(bad, pos, pos + one.consumed, columns) < 0)
+                return -1;
+            pos += one.consumed;
+            continue;
+        }
+        out->records += scan.records;
+        const Py_ssize_t at = pos;
+        pos += scan.consumed;
+        if (!scan.stopped)
+            break;
+        if (scan.stop_end >= 0) { /* plain but for its number of fields */
+            if (bad_add(bad, pos, at + scan.stop_end, scan.stop_fields) < 0)
+                return -1;
+            pos = at + scan.stop_end;
+            continue;
+        }
+        /* Stopped inside the record: by a stop byte, if it reads as plain without them. */
+        scan_one(buf, len, pos, delimiter, columns, final, &no_stops, &untyped, &one);
+        if (one.records == 1) {
+            if (bad_add(bad, pos, pos + one.consumed, columns) < 0)
+                return -1;
+            pos += one.consumed;
+        } else if (one.stopped && one.stop_end >= 0) {
+            if (bad_add(bad, pos, pos + one.stop_end, one.stop_fields) < 0)
+                return -1;
+            pos += one.stop_end;
+        } else
+            goto stop;
+    }
+    out->consumed = pos;
+    return 0;
+stop: /* the record at pos is not whole in the buffer (read on), or not plain (read it exactly) */
+    out->consumed = pos;
+    out->stopped = one.stopped;
+    return 0;
+}
+
+
+static PyObject *
+sort_records(PyObject *module, PyObject *args)
+{
+    Py_buffer view, types_view;
+    PyObject *types = Py_None;
+    Typing typing = {0};
+    int delimiter, final, failed;
+    Py_ssize_t columns, stop_count;
+    const char *stop_bytes;
+    Stops stops;
+    SortScan scan = {0};
+    BadList bad = {0};
+    unsigned char *saved = NULL;
+    (void)module;
+    if (!PyArg_ParseTuple(args, "y*Cnpy#|O:sort_records", &view, &delimiter, &columns, &final, &stop_bytes,
+                          &stop_count, &types))
+        return NULL;
+    if (read_scan_arguments(delimiter, columns, stop_bytes, stop_count, &stops) < 0 ||
+        (types != Py_None && open_typing(types, columns, &types_view, &typing) < 0)) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    if (typing.states && (saved = PyMem_Malloc((size_t)columns)) == NULL) {
+        close_typing(&types_view, &typing);
+        PyBuffer_Release(&view);
+        return PyErr_NoMemory();
+    }
+    Py_BEGIN_ALLOW_THREADS
+    failed = sort_plain(view.buf, view.len, (unsigned char)delimiter, columns, final, &stops, &typing, saved, &bad,
+                        &scan);
+    Py_END_ALLOW_THREADS
+    PyMem_Free(saved);
+    if (typing.states)
+        close_typing(&types_view, &typing);
+    PyBuffer_Release(&view);
+    PyObject *list = failed ? PyErr_NoMemory() : PyList_New(bad.count);
+    for (Py_ssize_t k = 0; list != NULL && k < bad.count; k++) {
+        PyObject *item = Py_BuildValue("nnn", bad.items[3 * k], bad.items[3 * k + 1], bad.items[3 * k + 2]);
+        if (item == NULL)
+            Py_CLEAR(list);
+        else
+            PyList_SET_ITEM(list, k, item);
+    }
+    PyMem_RawFree(bad.items);
+    if (list == NULL)
+        return NULL;
+    return Py_BuildValue("nnNN", scan.records, scan.consumed, PyBool_FromLong(scan.stopped), list);
+}
+
+/*
+ * line_breaks counts the line breaks of a span as validation/ranges.py counts them: LF, CRLF and
+ * a lone CR once each. The bad-row sorter numbers every row it sets aside by its line, so it
+ * counts the lines of the whole file: bytes.count would take three passes (LF, CR, CRLF) where
+ * a file has CR at all; this is one, 16 bytes at a time.
+ */
+PyDoc_STRVAR(line_breaks_doc,
+"line_breaks(buffer, start=0, end=len(buffer)) -> int\n\n"
+"The line breaks in ``buffer[start:end]``: LF, CRLF and a lone CR count once each\n"
+"(a CR at ``end - 1`` counts once whatever follows it).");
+
+static Py_ssize_t
+count_breaks(const unsigned char *p, Py_ssize_t n)
+{
+    Py_ssize_t count = 0, i = 0;
+#if defined(__SSE2__) || defined(_M_X64)
+    const __m128i lf = _mm_set1_epi8('\n'), cr = _mm_set1_epi8('\r');
+    /* A CR counts unless an LF follows it: the LF of a CRLF counts for both. */
+    for (; i + 16 < n; i += 16) {
+        const __m128i v = _mm_loadu_si128((const __m128i *)(p + i));
+        const __m128i next = _mm_loadu_si128((const __m128i *)(p + i + 1));
+        const unsigned lfs = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, lf));
+        const unsigned crs = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, cr));
+        if (!(lfs | crs))
+            continue;
+        const unsigned cr_lf = crs & (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(next, lf));
+        count += POPCOUNT(lfs) + POPCOUNT(crs & ~cr_lf);
+    }
+#endif
+    for (; i < n; i++) {
+        if (p[i] == '\n')
+            count++;
+        else if (p[i] == '\r' && !(i + 1 < n && p[i + 1] == '\n'))
+            count++;
+    }
+    return count;
+}
+
+static PyObject *
+line_breaks(PyObject *module, PyObject *args)
+{
+    Py_buffer view;
+    Py_ssize_t start = 0, end = PY_SSIZE_T_MAX, count;
+    (void)module;
+    if (!PyArg_ParseTuple(args, "y*|nn:line_breaks", &view, &start, &end))
+        return NULL;
+    if (end > view.len)
+        end = view.len;
+    if (start < 0 || start > end) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "0 <= start <= end is needed");
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    count = count_breaks((const unsigned char *)view.buf + start, end - start);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    return PyLong_FromSsize_t(count);
+}
+
 static PyMethodDef speedups_methods[] = {
     {"plain_records", plain_records, METH_VARARGS, plain_records_doc},
+    {"line_breaks", line_breaks, METH_VARARGS, line_breaks_doc},
+    {"sort_records", sort_records, METH_VARARGS, sort_records_doc},
     {NULL, NULL, 0, NULL},
 };
 

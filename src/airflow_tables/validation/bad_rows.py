@@ -10,25 +10,27 @@ that swallows the rest of it, a record that never ends) is never a bad row: the 
 
 How, and why not the validator's scan as it is: the kernels of :mod:`.kernels` count the plain
 records, as for validation; the validator then reads *everything after* the first record that is
-not plain exactly (to name lines), at Python's speed. Here the one record the kernel stopped on is
-measured exactly (:func:`.dialect.record_shape`), judged alone, and the kernel goes on after it,
-so a file with a bad row every hundred rows is read nearly as fast as a clean one
-(``benchmarks/bad_rows.py``). A plain run that the kernel passed but that holds a byte that is not
-UTF-8, or a value that breaks a declared ``long`` column, is judged record by record, in a window
-that shrinks around such runs and grows back after them.
+not plain exactly (to name lines), at Python's speed. Here the kernel goes on after the records a
+quarantine sets aside most (:meth:`.kernels.Kernel.sort`: plain but for their number of fields, a
+NUL byte or a byte that is not UTF-8; the native kernel measures those itself); any other record it
+stops on is measured exactly (:func:`.dialect.record_shape`); each is judged alone by the rules, and
+the kernel goes on after it (``benchmarks/bad_rows.py`` measures the cost). A plain run that the
+pure-Python kernel passed but that holds a byte that is not UTF-8, or a value that breaks a declared
+``long`` column, is judged record by record, in a window that shrinks around such runs and grows
+back after them.
 
-The good rows are written as they are (header first, byte for byte) to ``good``; each bad row
-goes to ``bad`` as it is found, so memory does not grow with their number.
+The good rows are kept as the file's own ranges (``Sorted.kept``, header first): what is sent is
+those bytes as they are, read in order, never a copy. Each bad row goes to ``bad`` as it is found,
+so memory grows with their number only by a range and a cut each.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import BinaryIO
 
 from airflow_tables.validation import dialect, kernels, rules, types
-from airflow_tables.validation.ranges import CHUNK_BYTES, MAX_RECORD_BYTES, line_breaks
+from airflow_tables.validation.ranges import CHUNK_BYTES, MAX_RECORD_BYTES
 from airflow_tables.validation.row_policy import BadRowPolicy
 from airflow_tables.validation.rules import Problem
 
@@ -83,12 +85,14 @@ class Sorted:
     first_bad: list[BadRow] = field(default_factory=list)
     #: The file-level problem that ended the reading (an unterminated quote, a record that never ends).
     stopped: Problem | None = None
-    good_bytes: int = 0  # written to ``good``, header included
+    good_bytes: int = 0  # kept, header included
+    #: The ranges of the file (offset, length) that hold the good rows, header first: what is sent.
+    kept: list[tuple[int, int]] = field(default_factory=list)
     #: The last bad row when it is the file's last record and has fewer fields than the header: what
     #: a file still being written ends with (the operators retry such a file rather than cut it).
     cut_short: BadRow | None = None
-    #: Where each bad row was cut out, in order: (offset in the good rows' file, its bytes, its line
-    #: breaks). What maps a place in the good rows back to the file's own (:meth:`in_source`).
+    #: Where each bad row was cut out, in order: (offset in the good rows, its bytes, its line breaks).
+    #: What maps a place in the good rows back to the file's own (:meth:`in_source`).
     cuts: list[tuple[int, int, int]] = field(default_factory=list)
 
     def in_source(self, good_offset: int, good_line: int) -> tuple[int, int]:
@@ -116,7 +120,7 @@ class Sorted:
 
 
 class RowSorter:
-    """Sorts the data records of a local UTF-8 file into good (written to ``good``) and bad (given to ``bad``).
+    """Sorts the data records of a local UTF-8 file into good (``Sorted.kept``) and bad (given to ``bad``).
 
     ``start`` and ``line`` are where the records start (after the header) and that line's number;
     ``columns`` the header's number of fields; ``names`` the columns' names (to say which column
@@ -134,14 +138,13 @@ class RowSorter:
         names: list[str],
         columns: int,
         *,
-        good: BinaryIO,
         bad: Callable[[BadRow], None],
         declared_long: dict[int, str] | None = None,
         states: bytearray | None = None,
     ) -> None:
         self.path, self.start, self.delimiter = path, start, delimiter
         self.names, self.columns = names, columns
-        self.good, self.bad = good, bad
+        self.bad = bad
         self.declared_long = declared_long or {}
         # Declared columns are checked through the kernel's states: give it some, if nobody asked for them.
         self.states = states if states is not None or not self.declared_long else bytearray(columns)
@@ -155,9 +158,9 @@ class RowSorter:
         self.last_bad: tuple[BadRow, int] | None = None  # the last bad row, if short, and where it ends
 
     def run(self) -> Sorted:
-        """Read the records to the end of the file; the header (``[0, start)``) is copied to ``good`` first."""
+        """Read the records to the end of the file; the header (``[0, start)``) is kept first."""
+        self._keep_range(0, self.start)
         with open(self.path, "rb", buffering=0) as f:
-            self._copy_header(f)
             f.seek(self.start)
             buf, final = bytearray(), False
             while not final:
@@ -181,12 +184,6 @@ class RowSorter:
             self.found.cut_short = self.last_bad[0]  # the file's last record, short: what a writer leaves
         return self.found
 
-    def _copy_header(self, f: BinaryIO) -> None:
-        f.seek(0)
-        header = f.read(self.start)
-        self.good.write(header)
-        self.found.good_bytes += len(header)
-
     def _walk(self, buf: bytearray, final: bool) -> int:
         """Sort the whole records at the start of ``buf``; return where the first one not yet whole starts."""
         view = memoryview(buf)
@@ -200,7 +197,7 @@ class RowSorter:
             while pos < len(buf) and self.found.stopped is None:
                 limit = min(len(buf), pos + self.window)
                 before = bytes(self.states) if self.states is not None else None
-                scan = self.kernel.scan(view[pos:limit], final and limit == len(buf), self.states)
+                scan = self.kernel.sort(view[pos:limit], final and limit == len(buf), self.states)
                 if scan.utf8_error >= 0 or self._declared_broken():
                     self.window = SMALL_WINDOW  # trouble comes in clusters: look closer for a while
                     self._restore(before)
@@ -218,6 +215,8 @@ class RowSorter:
                     pos, kept = self._judge_each(buf, view, pos, pos + scan.consumed, kept, final)
                     continue
                 self.found.good_rows += scan.records
+                for start, end, fields in scan.bad:  # measured by the kernel: judged here by the rules
+                    kept = self._set_aside(buf, view, pos + start, pos + end, fields, kept)
                 pos += scan.consumed
                 if self.window < CHUNK_BYTES and scan.consumed:
                     self.window = min(CHUNK_BYTES, self.window * 2)
@@ -239,7 +238,7 @@ class RowSorter:
                         self.window *= 2
                 else:
                     break
-            self._keep(view, kept, pos)
+            self._keep(kept, pos)
             return pos
         finally:
             view.release()
@@ -271,25 +270,29 @@ class RowSorter:
             if final:  # a quote opened in this record runs to the end of the file
                 self._stop(rules.UNTERMINATED_QUOTE.problem(line=self._line_at(buf, pos)))
             return None, kept
-        record = bytes(view[pos : shape.end])
-        if not record.strip(b"\r\n"):  # a blank line is not a record: kept as it is
+        if not view[pos : shape.end].tobytes().strip(b"\r\n"):  # a blank line is not a record: kept as it is
             return shape.end, kept
-        why = self._why_bad(record, shape.fields)
+        return shape.end, self._set_aside(buf, view, pos, shape.end, shape.fields, kept)
+
+    def _set_aside(self, buf: bytearray, view: memoryview, pos: int, end: int, fields: int, kept: int) -> int:
+        """Judge the record ``[pos, end)`` of ``fields`` fields; set it aside if bad. Return where kept bytes start."""
+        record = bytes(view[pos:end])
+        why = self._why_bad(record, fields)
         if why is None:
             self.found.good_rows += 1
-            return shape.end, kept
-        self._keep(view, kept, pos)
-        self.found.cuts.append((self.found.good_bytes, shape.end - pos, line_breaks(record)))
-        rule, column, facts = why
+            return kept
+        self._keep(kept, pos)
         line = self._line_at(buf, pos)
+        self.found.cuts.append((self.found.good_bytes, end - pos, self.kernel.line_breaks(record, 0, len(record))))
+        rule, column, facts = why
         row = BadRow(line, self.base + pos, rule.code, rule.problem(**facts).message, column, without_break(record))
         self.found.bad_rows += 1
         if len(self.found.first_bad) < MAX_LISTED:
             self.found.first_bad.append(row)
         short = rule is rules.ROW_FIELD_COUNT and facts["fields"] < self.columns
-        self.last_bad = (row, self.base + shape.end) if short else None
+        self.last_bad = (row, self.base + end) if short else None
         self.bad(row)
-        return shape.end, shape.end
+        return end
 
     def _why_bad(self, record: bytes, fields: int) -> tuple[rules.Rule, str | None, dict] | None:
         """The rule ``record`` breaks, the column it breaks it in, and the facts to word it; None for a good row."""
@@ -314,18 +317,23 @@ class RowSorter:
                 states[column] = max(states[column], types.value_kind(value))
         return None
 
-    def _keep(self, view: memoryview, start: int, end: int) -> None:
-        """Write the good bytes ``[start, end)`` of the buffer."""
-        if end > start:
-            self.good.write(view[start:end])
-            self.found.good_bytes += end - start
+    def _keep(self, start: int, end: int) -> None:
+        """Keep the good bytes ``[start, end)`` of the buffer."""
+        self._keep_range(self.base + start, end - start)
+
+    def _keep_range(self, offset: int, length: int) -> None:
+        if length <= 0:
+            return
+        kept = self.found.kept
+        if kept and sum(kept[-1]) == offset:  # the good rows of two reads are one range
+            kept[-1] = (kept[-1][0], kept[-1][1] + length)
+        else:
+            kept.append((offset, length))
+        self.found.good_bytes += length
 
     def _line_at(self, buf: bytearray, pos: int) -> int:
         """The line number of ``buf[pos]`` (counted on from the last one asked for)."""
-        start = self.counted
-        self.line += buf.count(b"\n", start, pos)
-        if buf.find(b"\r", start, pos) != -1:  # CRLF is one break, a lone CR one too: most files have no CR at all
-            self.line += buf.count(b"\r", start, pos) - buf.count(b"\r\n", start, pos)
+        self.line += self.kernel.line_breaks(buf, self.counted, pos)
         self.counted = pos
         return self.line
 

@@ -54,6 +54,18 @@ class BlockScan(NamedTuple):
     utf8_error: int  # offset of the first byte before ``consumed`` that is not UTF-8, or -1
 
 
+class BlockSort(NamedTuple):
+    """What a kernel's :meth:`~Kernel.sort` found: a scan that went on after the bad records it could measure."""
+
+    records: int  # plain records read (the bad ones are not counted)
+    consumed: int  # where the records read end
+    stopped: bool  # the record at ``consumed`` needs an exact read (else the block ran out)
+    utf8_error: int  # as in BlockScan: a plain record before ``consumed`` with a byte that is not UTF-8
+    #: (start, end, fields) of each record that is plain but for its fields, a stop byte or a byte
+    #: that is not UTF-8: what a quarantine sets aside, measured without an exact read.
+    bad: list[tuple[int, int, int]]
+
+
 class Kernel(Protocol):
     name: str
     #: Files with more data than this are scanned on two processes (see ranges.scan_data).
@@ -65,6 +77,12 @@ class Kernel(Protocol):
         ``states``: one byte per column (see :mod:`.types`), folded with the values of
         the plain records read (only those: a record handed back is typed by the exact read).
         """
+
+    def sort(self, block: memoryview, final: bool, states: bytearray | None = None) -> BlockSort:
+        """:meth:`scan`, going on after the records a quarantine sets aside, as far as this kernel can."""
+
+    def line_breaks(self, data: bytes | bytearray, start: int, end: int) -> int:
+        """Line breaks in ``data[start:end]``, as :func:`line_breaks` counts them."""
 
 
 def native_available() -> bool:
@@ -89,6 +107,21 @@ def first_non_utf8(data: bytes) -> int:
     return -1
 
 
+def line_breaks(data: bytes | bytearray, start: int = 0, end: int | None = None) -> int:
+    """Line breaks in ``data[start:end]``: LF, CRLF and lone CR each count once (one pass where native)."""
+    end = len(data) if end is None else end
+    if _speedups is not None and not os.environ.get(PURE_PYTHON_ENV):
+        return int(_speedups.line_breaks(data, start, end))
+    return _line_breaks(data, start, end)
+
+
+def _line_breaks(data: bytes | bytearray, start: int, end: int) -> int:
+    breaks = data.count(b"\n", start, end)
+    if data.find(b"\r", start, end) != -1:  # most files have no CR at all: one pass for them
+        breaks += data.count(b"\r", start, end) - data.count(b"\r\n", start, end)
+    return breaks
+
+
 class NativeKernel:
     """The C kernel: one pass, UTF-8 included, and exact (no verification needed)."""
 
@@ -108,6 +141,15 @@ class NativeKernel:
             block, self.delimiter, self.columns, final, rules.STOP_BYTES, states
         )
         return BlockScan(records, consumed, stopped, utf8_error if 0 <= utf8_error < consumed else -1)
+
+    def sort(self, block: memoryview, final: bool, states: bytearray | None = None) -> BlockSort:
+        records, consumed, stopped, bad = self._native.sort_records(
+            block, self.delimiter, self.columns, final, rules.STOP_BYTES, states
+        )
+        return BlockSort(records, consumed, stopped, -1, bad)
+
+    def line_breaks(self, data: bytes | bytearray, start: int, end: int) -> int:
+        return int(self._native.line_breaks(data, start, end))
 
 
 _KEEP = {d: bytes([ord(d), 10, 13, 34]) for d in dialect.DELIMITERS}
@@ -188,6 +230,13 @@ class PythonKernel:
         if states is not None and found.records and min(states, default=types.NOT_LONG) < types.NOT_LONG:
             self._fold_types(bytes(block[: found.consumed]), states)
         return found
+
+    def sort(self, block: memoryview, final: bool, states: bytearray | None = None) -> BlockSort:
+        """:meth:`scan` as it is: every record it stops on is read exactly by the caller."""
+        return BlockSort(*self.scan(block, final, states), bad=[])
+
+    def line_breaks(self, data: bytes | bytearray, start: int, end: int) -> int:
+        return _line_breaks(data, start, end)
 
     def _fold_types(self, data: bytes, states: bytearray) -> None:
         """Fold the values of ``data`` (plain records, each of the header's width) into ``states``.

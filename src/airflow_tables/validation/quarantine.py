@@ -6,8 +6,10 @@ of a file in a declared encoding) once more than validation would only when it m
 1. its header as the validator reads it (:func:`.scan.scan_file_with`), then its records by the
    validator's fast path alone (``plain_only``: on two processes, stopping at the first record
    that is not plain). A clean file ends here, at validation's cost, and is sent as it is;
-2. otherwise :class:`.bad_rows.RowSorter` reads the records again, writing the good rows to a
-   local file (header first, byte for byte) and each bad row to the rejects file.
+2. otherwise :class:`.bad_rows.RowSorter` reads the records again, keeping the good rows' ranges
+   of the file (header first, byte for byte) and writing each bad row to the rejects file. What is
+   sent is those ranges read in order (:mod:`airflow_tables.sources.spliced`): no copy is written,
+   unless a reader needs one (:meth:`SetAside.as_local`).
 
 The decision (send the good rows, refuse over a threshold, refuse any bad row with ``"fail"``)
 is the report's: its ``errors`` refuse the file, and ``rows`` counts what is sent.
@@ -74,8 +76,8 @@ class RowCheck:
 class SetAside:
     """What :func:`sorted_rows` decided: the report of what is sent, the file to send, the bad rows' count and place.
 
-    ``source`` is the good rows' local file, or the file itself when no row was bad.
-    ``rejects`` is where the rejects file was written (None when no row was set aside).
+    ``source`` is the good rows (the file's kept ranges, or a copy), or the file itself when no row
+    was bad. ``rejects`` is where the rejects file was written (None when no row was set aside).
     """
 
     report: CsvReport
@@ -85,6 +87,14 @@ class SetAside:
     by_code: dict[str, int] = dataclasses.field(default_factory=dict)
     #: The last bad row, when it is the file's last record cut short (see ``Sorted.cut_short``).
     cut_short: BadRow | None = None
+    #: Makes ``source`` a local file, for a reader that needs one (see :meth:`as_local`).
+    copy: Callable[[Source], Source] | None = None
+
+    def as_local(self) -> Source:
+        """``source`` as a local file (a copy of the good rows is written once, for the time of the block)."""
+        if self.source.local_path is not None or self.copy is None:
+            return self.source
+        return self.copy(self.source)
 
     def to_xcom(self) -> dict[str, Any]:
         """The XCom ``bad_rows``: ``{"count": N, "rejects": "<where>"}``."""
@@ -97,13 +107,6 @@ class SetAside:
         codes = ", ".join(f"{code}: {n:,}" for code, n in sorted(self.by_code.items()))
         rows = self.report.rows + self.bad_rows
         return f"set aside {self.bad_rows:,} of {rows:,} data rows ({codes}) in {self.rejects}"
-
-
-class _Discarded:
-    """Where good rows go when nothing will be sent from them (``"fail"``: a bad row refuses the file)."""
-
-    def write(self, data: Any) -> int:
-        return len(data)
 
 
 #: What a caller may add to the rules' judgement: the data rows (by their 0-based position in the file
@@ -142,12 +145,17 @@ def sorted_rows(
             if rejects is not None:
                 rejects.add(row)
 
-        good_path = os.path.join(folder, local.name)
-        sorting = _Sorting(check, good_path if quarantines else None, bad, column_types)
+        sorting = _Sorting(check, bad, column_types)
         scan = scan_file_with(local.local_path, limits, sorting.records, column_types=column_types)
         report = local_report(local, local, scan)
         found = sorting.found or Sorted(good_rows=report.rows, good_bytes=report.size_bytes)
-        sent = _good_rows(local, good_path, found) if found.bad_rows else local
+        copies = _Copies(local, found, folder)
+        if found.bad_rows:
+            from airflow_tables.sources.spliced import spliced_source
+
+            sent = spliced_source(local, found.kept)
+        else:
+            sent = local
         if report.errors and (quarantines or not found.bad_rows):  # refused whole: nothing is set aside
             yield SetAside(report, local)
             return
@@ -157,6 +165,7 @@ def sorted_rows(
             yield SetAside(report, local, found.bad_rows, None, dict(by_code), found.cut_short)
             return
         if judge_rows is not None:
+            sent = copies.of(sent)
             verdicts = judge_rows(report, sent)
             if verdicts:
                 sent = _without(sent, scan, verdicts, found, bad, folder)
@@ -176,7 +185,7 @@ def sorted_rows(
         if refusal is not None:
             report.errors.append(refusal)
         report.rows, report.size_bytes = found.good_rows, found.good_bytes
-        yield SetAside(report, sent, found.bad_rows, where, dict(by_code), found.cut_short)
+        yield SetAside(report, sent, found.bad_rows, where, dict(by_code), found.cut_short, copies.of)
     finally:
         if rejects is not None:
             rejects.discard()  # committed already, or left behind by a refusal or an error: no temporary file
@@ -206,15 +215,14 @@ def _without(
     found.bad_rows += dropped.rows
     found.good_bytes = dropped.good_bytes
     found.cut_short = None
-    return _good_rows(sent, path, found)
+    return _local(sent, path, found.good_bytes)
 
 
 class _Sorting:
     """The records reader :func:`.scan.scan_file_with` is given: the fast path first, the sorter when it must."""
 
-    def __init__(self, check: RowCheck, good_path: str | None, bad: Any, column_types: bool) -> None:
+    def __init__(self, check: RowCheck, bad: Any, column_types: bool) -> None:
         self.check = check
-        self.good_path = good_path
         self.bad = bad
         self.column_types = column_types
         self.found: Sorted | None = None
@@ -235,21 +243,18 @@ class _Sorting:
             if not plain.problems and not broken:
                 return plain
         states = bytearray(scan.column_count) if typing else None
-        with contextlib.ExitStack() as stack:
-            good: Any = stack.enter_context(open(self.good_path, "wb")) if self.good_path else _Discarded()
-            sorter = RowSorter(
-                scan.path,
-                scan.data_offset,
-                scan.data_line,
-                scan.delimiter,
-                scan.columns,
-                scan.column_count,
-                good=good,
-                bad=self.bad,
-                declared_long=declared_long,
-                states=states,
-            )
-            self.found = found = sorter.run()
+        sorter = RowSorter(
+            scan.path,
+            scan.data_offset,
+            scan.data_line,
+            scan.delimiter,
+            scan.columns,
+            scan.column_count,
+            bad=self.bad,
+            declared_long=declared_long,
+            states=states,
+        )
+        self.found = found = sorter.run()
         # The scan reports a problem of the records with lines counted from them: the sorter's are the file's.
         shift = scan.data_line - 1
         stopped = None if found.stopped is None else found.stopped.moved(lines=-shift, records=0)
@@ -276,15 +281,36 @@ def _over_threshold(policy: BadRowPolicy, found: Sorted, rejects: str) -> rules.
     )
 
 
-def _good_rows(local: Source, good_path: str, found: Sorted) -> Source:
-    """The good rows' file as the source to send: the file's own name (it names the table) and label."""
+class _Copies:
+    """Local copies of the good rows, written when a reader asks for one (at most once), in ``folder``."""
+
+    def __init__(self, local: Source, found: Sorted, folder: str) -> None:
+        self.local, self.found, self.folder = local, found, folder
+        self.copied: Source | None = None
+
+    def of(self, sent: Source) -> Source:
+        """``sent`` as a local file: itself when it is one, else the copy of the good rows."""
+        if sent.local_path is not None:
+            return sent
+        if self.copied is None:
+            from airflow_tables.sources.spliced import write_spliced
+
+            assert self.local.local_path is not None
+            path = os.path.join(self.folder, self.local.name)
+            write_spliced(self.local.local_path, self.found.kept, path)
+            self.copied = _local(self.local, path, self.found.good_bytes)
+        return self.copied
+
+
+def _local(source: Source, path: str, size: int) -> Source:
+    """The local file ``path`` as the source to send in place of ``source``: its name (it names the table) and label."""
     from airflow_tables.sources.storage import local_opener
 
     return dataclasses.replace(
-        local,
-        stored_size=found.good_bytes,
-        local_path=good_path,
-        opener=local_opener(good_path),
+        source,
+        stored_size=size,
+        local_path=path,
+        opener=local_opener(path),
         copy_scan=None,
         version=None,
     )

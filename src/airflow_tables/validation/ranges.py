@@ -29,6 +29,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from airflow_tables.validation import dialect, kernels, rules, segments, types
+from airflow_tables.validation.kernels import line_breaks
 from airflow_tables.validation.rules import Problem
 
 CHUNK_BYTES = 1024 * 1024
@@ -103,11 +104,6 @@ class RangeScan:
         self.stopped = self.stopped or other.stopped
         self.resume_offset = other.resume_offset
         self.to_eof = other.to_eof
-
-
-def line_breaks(data: bytes) -> int:
-    """Line breaks in ``data``: LF, CRLF and lone CR each count once."""
-    return data.count(b"\n") + data.count(b"\r") - data.count(b"\r\n")
 
 
 def count_breaks(f, start: int, end: int) -> int:
