@@ -284,8 +284,11 @@ def test_what_a_kernel_sets_aside_is_measured_as_the_rules_read_it(scan_kernel, 
         assert found.bad == [] and found[:4] == kernel.scan(memoryview(data), final)
 
 
+breaks = st.lists(st.sampled_from([b"a", b",", b"\n", b"\r", b"\r\n", b"\x00" * 20]), max_size=80).map(b"".join)
+
+
 @settings(max_examples=1000, deadline=None, derandomize=True, suppress_health_check=[FIXTURE])
-@given(st.lists(st.sampled_from([b"a", b",", b"\n", b"\r", b"\r\n", b"\x00" * 20]), max_size=80).map(b"".join), st.data())
+@given(breaks, st.data())
 def test_line_breaks_are_counted_as_the_rules_count_them(scan_kernel, data, draw):
     """LF, CRLF and a lone CR once each, in any span (the native count reads 16 bytes at a time)."""
     start = draw.draw(st.integers(min_value=0, max_value=len(data)))

@@ -27,39 +27,40 @@ Kept = tuple[int, int]
 
 
 class SplicedReader(io.RawIOBase):
-    """The ``kept`` ranges of the local file ``path``, in order, read as one stream."""
+    """The ``kept`` ranges of the local file ``path``, in order, read as one stream (one ``pread`` a range)."""
 
     def __init__(self, path: str, kept: Sequence[Kept]) -> None:
         super().__init__()
-        self._file = open(path, "rb", buffering=0)  # noqa: SIM115 - closed with this reader
+        self._fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
         self._kept = kept
-        self._next = 0  # the kept range being read
-        self._left = 0  # bytes left of it
+        self._next = 0  # the kept range to read from next
+        self._offset = self._left = 0  # where in the file, and how much is left of that range
 
     def readable(self) -> bool:
         return True
 
     def readinto(self, buffer: memoryview | bytearray) -> int:  # type: ignore[override]
         view = memoryview(buffer).cast("B")
-        filled = 0
+        filled, kept = 0, self._kept
         while filled < len(view):
             if not self._left:
-                if self._next == len(self._kept):
+                if self._next == len(kept):
                     break
-                offset, self._left = self._kept[self._next]
+                self._offset, self._left = kept[self._next]
                 self._next += 1
-                self._file.seek(offset)
-            got = self._file.readinto(view[filled : filled + min(self._left, len(view) - filled)])
+            want = min(self._left, len(view) - filled)
+            got = os.preadv(self._fd, [view[filled : filled + want]], self._offset)
             if not got:  # the file is shorter than when it was sorted: the sender notices the size
-                self._left = 0
-                self._next = len(self._kept)
+                self._left, self._next = 0, len(kept)
                 break
             filled += got
+            self._offset += got
             self._left -= got
         return filled
 
     def close(self) -> None:
-        self._file.close()
+        if not self.closed:
+            os.close(self._fd)
         super().close()
 
 

@@ -156,6 +156,7 @@ class RowSorter:
         self.base = start  # the file offset of buf[0]
         self.exact_first = False  # the record at buf[0] is too long for the kernel: judge it exactly
         self.last_bad: tuple[BadRow, int] | None = None  # the last bad row, if short, and where it ends
+        self.field_counts: dict[int, str] = {}  # the field-count message, by the row's number of fields
 
     def run(self) -> Sorted:
         """Read the records to the end of the file; the header (``[0, start)``) is kept first."""
@@ -278,39 +279,49 @@ class RowSorter:
         """Judge the record ``[pos, end)`` of ``fields`` fields; set it aside if bad. Return where kept bytes start."""
         record = bytes(view[pos:end])
         why = self._why_bad(record, fields)
+        found = self.found
         if why is None:
-            self.found.good_rows += 1
+            found.good_rows += 1
             return kept
         self._keep(kept, pos)
         line = self._line_at(buf, pos)
-        self.found.cuts.append((self.found.good_bytes, end - pos, self.kernel.line_breaks(record, 0, len(record))))
-        rule, column, facts = why
-        row = BadRow(line, self.base + pos, rule.code, rule.problem(**facts).message, column, without_break(record))
-        self.found.bad_rows += 1
-        if len(self.found.first_bad) < MAX_LISTED:
-            self.found.first_bad.append(row)
-        short = rule is rules.ROW_FIELD_COUNT and facts["fields"] < self.columns
+        found.cuts.append((found.good_bytes, end - pos, self.kernel.line_breaks(buf, pos, end)))
+        code, column, message = why
+        row = BadRow(line, self.base + pos, code, message, column, without_break(record))
+        found.bad_rows += 1
+        if len(found.first_bad) < MAX_LISTED:
+            found.first_bad.append(row)
+        short = code == rules.ROW_FIELD_COUNT.code and fields < self.columns
         self.last_bad = (row, self.base + end) if short else None
         self.bad(row)
         return end
 
-    def _why_bad(self, record: bytes, fields: int) -> tuple[rules.Rule, str | None, dict] | None:
-        """The rule ``record`` breaks, the column it breaks it in, and the facts to word it; None for a good row."""
+    def _why_bad(self, record: bytes, fields: int) -> tuple[str, str | None, str] | None:
+        """The code of the rule ``record`` breaks, the column it breaks it in, and the message; None for a good row."""
         if (at := record.find(b"\x00")) >= 0:
-            return rules.ROW_NUL_BYTE, None, {"at": at + 1}
+            return rules.ROW_NUL_BYTE.code, None, rules.ROW_NUL_BYTE.message(at=at + 1)
         if (at := kernels.first_non_utf8(record)) >= 0:
-            return rules.ROW_NOT_UTF8, None, {"byte": record[at], "at": at + 1}
+            return rules.ROW_NOT_UTF8.code, None, rules.ROW_NOT_UTF8.message(byte=record[at], at=at + 1)
         if fields != self.columns:
-            plural = "" if fields == 1 else "s"
-            return rules.ROW_FIELD_COUNT, None, {"fields": fields, "s": plural, "columns": self.columns}
+            message = self.field_counts.get(fields)
+            if message is None:  # one wording per count: most bad rows of a file share a few
+                message = rules.ROW_FIELD_COUNT.message(
+                    fields=fields, s="" if fields == 1 else "s", columns=self.columns
+                )
+                self.field_counts[fields] = message
+            return rules.ROW_FIELD_COUNT.code, None, message
         if len(record) > MAX_ROW_BYTES:
-            return rules.ROW_TOO_LONG, None, {"size": len(record), "limit": MAX_ROW_BYTES}
+            return rules.ROW_TOO_LONG.code, None, rules.ROW_TOO_LONG.message(size=len(record), limit=MAX_ROW_BYTES)
         if self.states is None:
             return None
         values = next(iter(dialect.parse_records(record.decode("utf-8"), self.delimiter)))[1]
         for column, name in self.declared_long.items():
             if types.value_kind(values[column]) == types.NOT_A_LONG:
-                return rules.ROW_NOT_A_LONG, name, {"value": _shown(values[column]), "column": name}
+                return (
+                    rules.ROW_NOT_A_LONG.code,
+                    name,
+                    rules.ROW_NOT_A_LONG.message(value=_shown(values[column]), column=name),
+                )
         states = self.states
         for column, value in enumerate(values):  # a good row: its values type the columns
             if states[column] != types.NOT_LONG:

@@ -267,7 +267,11 @@ class Rule:
         self, *, line: int | None = None, record: int | None = None, how: Spelling = PYTHON, **facts: Any
     ) -> Problem:
         """This rule's problem, worded from ``facts`` for ``how``'s callers (see :class:`Spelling`)."""
-        return Problem(self.code, self.wording.format(how=how, **facts), line, record, self.wording, facts)
+        return Problem(self.code, self.message(how=how, **facts), line, record, self.wording, facts)
+
+    def message(self, *, how: Spelling = PYTHON, **facts: Any) -> str:
+        """This rule's wording with ``facts``: a problem's message, without the problem (a bad row's, per row)."""
+        return self.wording.format(how=how, **facts)
 
 
 FILE_NAME_GZIP = Rule(
