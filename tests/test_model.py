@@ -322,3 +322,20 @@ def test_a_refresh_watch_reads_the_typed_table(looks, refreshed):
         watch, fired = watch.observe(None if summary is None else table(**summary))
         seen.append(fired)
     assert seen == refreshed
+
+
+@pytest.mark.parametrize(
+    ("served_at", "needed"),
+    [
+        (None, True),  # the service did not date its answer: wait
+        (OLD, True),  # still the second the last read ended in
+        ("2026-01-02T10:00:01", False),  # a later second: whatever starts now ends later
+        ("2026-01-02T09:59:59", True),  # a clock behind the completion time: no proof, wait
+    ],
+)
+def test_a_replacement_waits_the_spacing_only_while_the_services_clock_is_in_the_last_reads_second(served_at, needed):
+    from airflow_tables.model import Look
+
+    look = TableWatch("CRD-1").observe(table(**done(OLD)))
+    assert Look(look.status, look.table, look.watch, served_at=served_at).needs_spacing is needed
+    assert Look(TableStatus.READY, table(**done(None)), look.watch, served_at="2027-01-01T00:00:00").needs_spacing

@@ -32,7 +32,9 @@ seen being read; from then on, the next "processed" is the new file's whatever i
 (the read may finish within the same second as the previous one). Completion times have
 whole seconds, so a replacement is sent no earlier than a second after the look that saw
 the previous read finished (:data:`REPLACEMENT_SPACING`): then, even when the new read is
-never seen in progress, its completion time is later than the previous one.
+never seen in progress, its completion time is later than the previous one. The wait is
+needed only while the service's clock is in that second: a look the service dated a later
+second (its HTTP ``Date``) sends at once (:attr:`Look.needs_spacing`).
 """
 
 from __future__ import annotations
@@ -260,13 +262,31 @@ class Look:
 
     ``table`` is ``None`` when the table is not in the department. ``seen_at``
     (``time.monotonic()``) lets a replacement keep :data:`REPLACEMENT_SPACING` after the look
-    that found the table idle.
+    that found the table idle, when it must (:attr:`needs_spacing`); ``served_at`` is the
+    service's own clock when it answered the look (its HTTP ``Date``, as :func:`service_time`
+    writes it), when it said.
     """
 
     status: TableStatus
     table: TableSummary | None
     watch: TableWatch
     seen_at: float = field(default_factory=time.monotonic, compare=False)
+    served_at: str | None = field(default=None, compare=False)
+
+    @property
+    def needs_spacing(self) -> bool:
+        """Whether a replacement must wait :data:`REPLACEMENT_SPACING` after this look (see the module doc).
+
+        Only while the service's clock may still be in the second the last read ended in: once
+        its answer to this look is dated a later second, any read that starts after it ends in a
+        later second still, and shows a later ``UploadCompletionTime``. Without a date, or a
+        completion time, it must. A server's ``Date`` may lag its clock (uvicorn refreshes it once
+        a second), never run ahead of it: a late one only makes a replacement wait when it need not.
+        """
+        completed = None if self.table is None else self.table.completion_time
+        if completed is None or self.served_at is None:
+            return True
+        return not _later(self.served_at, completed)
 
     @property
     def summary(self) -> dict[str, Any] | None:

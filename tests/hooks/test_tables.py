@@ -8,6 +8,7 @@ import re
 import socket
 import threading
 import time
+from datetime import UTC, datetime, timedelta
 from urllib.parse import quote
 
 import pytest
@@ -132,7 +133,7 @@ def test_wait_times_out_on_a_wall_clock_deadline(hook, emulator, csv_path):
     with pytest.raises(ex.DataTablesTimeoutError, match="still being read"):
         hook.wait_for_processed(None, card_id, poll_interval=0.1, timeout=0.5)
     assert 0.5 <= time.monotonic() - started < 3
-    assert len(requests_to(emulator, "GET", r"/cards$")) >= 3  # it polled the list, as the seed says
+    assert len(requests_to(emulator, "GET", rf"/cards/{card_id}$")) >= 3  # it looked again and again: a fetch each
 
 
 # -- refusals and typed errors ------------------------------------------------------------------
@@ -627,26 +628,64 @@ def offline_hook(make_hook):
     return make_hook("http://127.0.0.1:1", "k-0123456789", project_id="P", max_retries=0)
 
 
-@pytest.mark.parametrize("succeeded", [True, False], ids=["ready", "failed"])
-def test_a_send_right_after_a_read_ended_waits_out_the_replacement_spacing(offline_hook, monkeypatch, succeeded):
-    from airflow_tables.model import REPLACEMENT_SPACING, TableSummary
+def _seen(hook, monkeypatch, summary: dict | None, served_at: str | None = None) -> None:
+    """Each look of ``hook`` fetches ``summary`` (None: not found), answered at ``served_at`` by the service's clock."""
+    from airflow_tables.exceptions import DataTablesNotFoundError
+    from airflow_tables.model import TableDetail
 
-    seen = TableSummary.from_json({**READ, "SuccessfulUpload": succeeded})
-    monkeypatch.setattr(offline_hook, "find_table", lambda project_id, card_id: seen)
+    def table(project_id, card_id):
+        hook.served_at = served_at
+        if summary is None:
+            raise DataTablesNotFoundError(404, "no such table")
+        return TableDetail.from_json(summary)
+
+    monkeypatch.setattr(hook, "table", table)
+
+
+@pytest.mark.parametrize("succeeded", [True, False], ids=["ready", "failed"])
+@pytest.mark.parametrize("served_at", [None, READ["UploadCompletionTime"]], ids=["undated", "same-second"])
+def test_a_send_right_after_a_read_ended_waits_out_the_replacement_spacing(
+    offline_hook, monkeypatch, succeeded, served_at
+):
+    """While the service's clock may be in the second the last read ended in (or says nothing), a send waits."""
+    from airflow_tables.model import REPLACEMENT_SPACING
+
+    _seen(offline_hook, monkeypatch, {**READ, "SuccessfulUpload": succeeded}, served_at)
     after_look = offline_hook.send_when_idle(None, CARD, lambda look: time.monotonic() - look.seen_at)
     assert REPLACEMENT_SPACING <= after_look < REPLACEMENT_SPACING + 0.5
 
 
+def test_a_send_after_the_service_dated_a_later_second_does_not_wait(offline_hook, monkeypatch):
+    """A read ending after this look ends in a later second than the last one: no spacing is needed."""
+    _seen(offline_hook, monkeypatch, {**READ, "SuccessfulUpload": True}, served_at="2026-01-01T00:00:01")
+    after_look = offline_hook.send_when_idle(None, CARD, lambda look: time.monotonic() - look.seen_at)
+    assert after_look < 0.5
+
+
 @pytest.mark.parametrize("spacing", [None, 0.0], ids=["gone", "spacing-0"])
 def test_a_gone_table_or_a_send_that_starts_no_read_does_not_wait(offline_hook, monkeypatch, spacing):
-    from airflow_tables.model import TableSummary
-
-    seen = None if spacing is None else TableSummary.from_json({**READ, "SuccessfulUpload": True})
-    monkeypatch.setattr(offline_hook, "find_table", lambda project_id, card_id: seen)
+    _seen(offline_hook, monkeypatch, None if spacing is None else {**READ, "SuccessfulUpload": True})
     kwargs = {} if spacing is None else {"spacing": spacing}
     started = time.monotonic()
     offline_hook.send_when_idle(None, CARD, lambda look: None, **kwargs)
     assert time.monotonic() - started < 0.5
+
+
+def test_a_look_is_one_fetch_dated_by_the_services_clock(hook, emulator, csv_path):
+    """Not a list of the department (its cost grows with the department): one fetch, and the answer's Date."""
+    from airflow_tables.model import TableStatus, service_time
+
+    card_id = hook.import_csv(None, csv_path)
+    hook.wait_for_table(None, card_id, poll_interval=0.05, timeout=30)
+    emulator.reset_stats()
+    before = service_time(datetime.now(UTC) - timedelta(seconds=2))  # a server's Date may lag (uvicorn: a second)
+    look = hook.look(None, card_id)
+    after = service_time(datetime.now(UTC))
+    assert look.status is TableStatus.READY and look.table is not None and look.table.card_id == card_id
+    assert [(r["method"], r["path"].rsplit("/", 1)[-1]) for r in emulator.stats()["requests"]] == [("GET", card_id)]
+    assert look.served_at is not None and before <= look.served_at <= after  # never ahead: a late one only waits
+    gone = hook.look(None, UNKNOWN_CARD)
+    assert gone.status is TableStatus.GONE and gone.table is None
 
 
 def test_find_cards_gives_a_fetched_table_as_its_summary(offline_hook, monkeypatch):

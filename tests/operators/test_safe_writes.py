@@ -373,3 +373,25 @@ def test_a_table_name_that_renders_wrong_fails_without_a_request_or_a_retry(
     assert says in capfd.readouterr().out
     assert [r for r in emulator.stats()["requests"] if r["method"] == "POST"] == []
     assert emulator.credits() == credits
+
+
+def test_a_mapped_import_lists_its_department_once(dags_module, datatables_conn, tmp_path):
+    """Issue 37, point 8: the list before sending (what a lost answer is judged against), then fetches.
+
+    The wait's looks fetch the one table: a list per look costs as much as the department is large,
+    for every mapped instance (each import listed the department twice before).
+    """
+    emulator = datatables_conn
+    for region in ("north", "south", "east"):
+        orders_csv(tmp_path, name=f"orders_{region}.csv")
+    emulator.reset_stats()
+
+    dag_run = run(dags_module, "dt_fault_suite", file_path=str(tmp_path))
+
+    assert sorted(str(ti.state) for ti in dag_run.get_task_instances() if ti.task_id == "import") == ["success"] * 3
+    requests = emulator.stats()["requests"]
+    lists = [r for r in requests if r["method"] == "GET" and r["path"].endswith("/cards")]
+    imports = [r for r in requests if r["method"] == "POST"]
+    fetches = [r for r in requests if r["method"] == "GET" and "/cards/CRD-" in r["path"]]
+    assert (len(imports), len(lists)) == (3, 3), [r["path"] for r in requests]
+    assert len(fetches) >= 3  # each wait looked at its own table

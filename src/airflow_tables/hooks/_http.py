@@ -114,6 +114,22 @@ def interpret(
     raise error
 
 
+def served_at(headers: Mapping[str, str]) -> str | None:
+    """The service's clock when it answered (its HTTP ``Date``), as :func:`~airflow_tables.model.service_time` has it.
+
+    ``None`` when the answer has no ``Date``, or one that is not an HTTP date.
+    """
+    from airflow_tables.model import service_time
+
+    value = headers.get("Date")
+    if not value:
+        return None
+    try:
+        return service_time(email.utils.parsedate_to_datetime(value))
+    except (TypeError, ValueError, IndexError):
+        return None
+
+
 def connection_error(
     settings: ConnectionSettings, req: Request, exc: BaseException, *, sent: bool
 ) -> DataTablesConnectionError:

@@ -34,6 +34,7 @@ from airflow_tables.hooks._http import (
     deadline_error,
     interpret,
     local_error,
+    served_at,
     ssl_context,
     tls_error,
 )
@@ -62,6 +63,8 @@ class SyncTransport:
     def __init__(self, settings: ConnectionSettings, session: requests.Session | None = None) -> None:
         self.settings = settings
         self.session = session
+        #: The service's clock at its last answer (:func:`~airflow_tables.hooks._http.served_at`).
+        self.served_at: str | None = None
 
     def exchange(self, req: Request, *, upload: Iterable[bytes | memoryview] | None = None) -> dict:
         """Send ``req`` (with ``upload`` as its body) and return the answer's meaning.
@@ -104,6 +107,7 @@ class SyncTransport:
             if deadline.expired:  # an answer delimited by the connection's end looks complete when cut off
                 raise deadline_error(settings, req)
             assert resp is not None and body is not None
+            self.served_at = served_at(resp.headers)
             return interpret(settings, req, resp.status_code, resp.headers, body.content)
         finally:
             deadline.close()

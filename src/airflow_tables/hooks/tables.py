@@ -120,6 +120,7 @@ class DataTablesHook(TableWaits, ConnectionForm, DeprecatedMethods, BaseHook):
         self._settings: ConnectionSettings | None = None
         self._session: requests.Session | None = None
         self._atransport: AsyncTransport | None = None  # inside async_client()
+        self.served_at: str | None = None  # the service's clock (HTTP Date) at its last answer, when it said
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(datatables_conn_id={self.datatables_conn_id!r})"
@@ -190,7 +191,10 @@ class DataTablesHook(TableWaits, ConnectionForm, DeprecatedMethods, BaseHook):
         settings = self.settings
         transport = SyncTransport(settings, self.get_conn())
         send = functools.partial(transport.exchange, call.request, upload=call.upload)
-        return run_call(self._policy(settings, retries), call, send)
+        try:
+            return run_call(self._policy(settings, retries), call, send)
+        finally:
+            self.served_at = transport.served_at  # what a look carries (TableWaits.look)
 
     async def _acall(self, endpoint: Callable[..., Call], *args: Any) -> dict:
         """:meth:`_call` with httpx, in :meth:`async_client`'s client (one of its own outside the block)."""

@@ -1,13 +1,18 @@
 """The waits built on the hook's endpoints: a look at a table, a wait until it is read, a send once it is idle.
 
-The seed's polling rule (list the department, find the CardID) and what a table's fields say
-of its state live in :mod:`airflow_tables.model` (:class:`~airflow_tables.model.TableWatch`,
-:class:`~airflow_tables.model.Look`); this mixin of :class:`~airflow_tables.hooks.tables.DataTablesHook`
-repeats looks on a clock and decides nothing of its own.
+What a table's fields say of its state lives in :mod:`airflow_tables.model`
+(:class:`~airflow_tables.model.TableWatch`, :class:`~airflow_tables.model.Look`); this mixin of
+:class:`~airflow_tables.hooks.tables.DataTablesHook` repeats looks on a clock and decides nothing of
+its own. A look at one table is one fetch of it (the seed's 4.2: a fetched table's head is the
+summary the list shows, ``Processed`` included), not a list of its department: a list costs as
+much as the department is large, for every look of every task (a thousand mapped imports into a
+department of ten thousand tables read ten million summaries). The deferred waits share one list
+per department and interval instead (:mod:`airflow_tables.triggers`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import time
 from collections.abc import Callable
@@ -41,17 +46,22 @@ class TableWaits:
 
     if TYPE_CHECKING:  # what the hook provides
         log: Any
+        #: The service's clock at its last answer (:func:`~airflow_tables.hooks._http.served_at`).
+        served_at: str | None
 
         @property
         def settings(self) -> ConnectionSettings: ...
 
-        def find_table(self, project_id: str | None, card_id: str) -> TableSummary | None: ...
         def table(self, project_id: str | None, card_id: str) -> TableDetail: ...
 
     def look(self, project_id: str | None, watch: TableWatch | str) -> Look:
-        """One look at a table: its status, the table seen, and the watch to carry to the next look."""
+        """One look at a table (one fetch; a table not found is gone): its status, the table seen, the next watch."""
         watch = TableWatch(watch) if isinstance(watch, str) else watch
-        return watch.observe(self.find_table(project_id, watch.card_id))
+        try:
+            seen: TableSummary | None = self.table(project_id, watch.card_id).summary
+        except DataTablesNotFoundError:
+            seen = None
+        return dataclasses.replace(watch.observe(seen), served_at=self.served_at)
 
     def wait_for_table(
         self,
@@ -157,8 +167,10 @@ class TableWaits:
                 look = self.look(project_id, card_id)
                 if look.status is TableStatus.BEING_READ:
                     raise DataTablesBusyError(None, look.message)
-            if look.status in (TableStatus.READY, TableStatus.FAILED):
-                time.sleep(max(0.0, look.seen_at + spacing - time.monotonic()))
+            if spacing and look.status in (TableStatus.READY, TableStatus.FAILED) and look.needs_spacing:
+                pause = max(0.0, look.seen_at + spacing - time.monotonic())
+                self.log.info("Waiting %.1f s: %s's last read ended in the service's current second", pause, card_id)
+                time.sleep(pause)
             try:
                 return send(look)
             except DataTablesBusyError as busy:
