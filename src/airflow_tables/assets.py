@@ -208,6 +208,9 @@ class UploadRecord:
     :param fingerprint: the bytes sent, when ``skip_if_unchanged`` computed it; a record without
         one is not read back.
     :param partition_key: the partition the upload was recorded for, if any (an extra only when set).
+    :param partition_twin: on the unkeyed twin of an event recorded for a partition, that partition
+        (see :func:`airflow_tables.utils.events.record_upload`): the same upload, for the consumers
+        that are not partition-aware; its ``credits`` are 0, the keyed event counts the import.
     :param bad_rows: the rows ``on_bad_rows="quarantine"`` set aside, and ``rejects`` where they were
         written (extras only when a quarantine ran).
     """
@@ -222,6 +225,7 @@ class UploadRecord:
     credits: int = 1
     fingerprint: str | None = None
     partition_key: str | None = None
+    partition_twin: str | None = None
     bad_rows: int | None = None
     rejects: str | None = None
     dag_id: str | None = None
@@ -251,7 +255,7 @@ class UploadRecord:
         another DAG's event that copies its extras.
         """
         extra = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _FROM_EVENT}
-        for optional in ("partition_key", "bad_rows", "rejects"):  # absent: the extras stay as they were
+        for optional in ("partition_key", "partition_twin", "bad_rows", "rejects"):  # absent: extras as they were
             if extra[optional] is None:
                 del extra[optional]
         if secret is not None:

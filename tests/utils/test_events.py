@@ -83,6 +83,7 @@ def test_a_signed_record_verifies_only_for_the_task_that_recorded_it_and_as_writ
 
 PARTITION_DAGS = Path(__file__).parent / "dags" / "datatables_partition_dags.py"
 CONSUMER = "dt_partition_consumer"
+ORDINARY = "dt_ordinary_consumer"  # scheduled on the table's asset, not partition-aware
 
 
 @pytest.fixture
@@ -110,7 +111,8 @@ def _replace(dags, tmp_path, monkeypatch, *, run_key=None, region=""):
         dag_run = made(**kwargs)
         dag_run.partition_key = run_key
         # dag.test() has just written the consumer to the database, paused as every new DAG is.
-        kwargs["session"].execute(update(DagModel).where(DagModel.dag_id == CONSUMER).values(is_paused=False))
+        unpause = update(DagModel).where(DagModel.dag_id.in_([CONSUMER, ORDINARY])).values(is_paused=False)
+        kwargs["session"].execute(unpause)
         kwargs["session"].commit()
         return dag_run
 
@@ -136,6 +138,38 @@ def _events(card_id, project_id):
         query = select(AssetEvent).join(AssetModel, AssetEvent.asset_id == AssetModel.id).where(AssetModel.uri == uri)
         events = session.scalars(query)  # Airflow 3.1's events have no partition_key
         return [(e.source_run_id, getattr(e, "partition_key", None), e.extra.get("partition_key")) for e in events]
+
+
+def _twins(card_id, project_id):
+    """The extras ``partition_twin`` and ``credits`` of the table's events, oldest first."""
+    from airflow.models.asset import AssetEvent, AssetModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    from airflow_tables.assets import table_asset
+
+    with create_session() as session:
+        uri = table_asset(project_id, card_id).uri
+        query = select(AssetEvent).join(AssetModel, AssetEvent.asset_id == AssetModel.id).where(AssetModel.uri == uri)
+        return [(e.extra.get("partition_twin"), e.extra.get("credits")) for e in session.scalars(query)]
+
+
+def _queued(dag_id, card_id, project_id) -> bool:
+    """Whether a change of the table's asset waits to start a run of the (unpartitioned) DAG ``dag_id``."""
+    from airflow.models.asset import AssetDagRunQueue, AssetModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    from airflow_tables.assets import table_asset
+
+    with create_session() as session:
+        uri = table_asset(project_id, card_id).uri
+        query = (
+            select(AssetDagRunQueue)
+            .join(AssetModel, AssetDagRunQueue.asset_id == AssetModel.id)
+            .where(AssetDagRunQueue.target_dag_id == dag_id, AssetModel.uri == uri)
+        )
+        return session.scalars(query).first() is not None
 
 
 def _queued_partitions(dag_id):
@@ -168,8 +202,12 @@ def test_a_given_partition_key_goes_on_the_event_and_each_partition_queues_its_c
     north = _replace(dags, tmp_path, monkeypatch, region="north")
     south = _replace(dags, tmp_path, monkeypatch, region="south")
     events = _events(card_id, datatables_conn.project_id)
-    if AIRFLOW_V_3_3_PLUS:
-        assert events == [(north.run_id, "north", "north"), (south.run_id, "south", "south")]
+    if AIRFLOW_V_3_3_PLUS:  # each keyed event has an unkeyed twin, for the ordinary consumers
+        assert sorted(events, key=str) == sorted(
+            [(north.run_id, "north", "north"), (north.run_id, None, None)]
+            + [(south.run_id, "south", "south"), (south.run_id, None, None)],
+            key=str,
+        )
         assert _queued_partitions(CONSUMER) == sorted([*before, "north", "south"])
     else:  # 3.2 gives an event only its run's key, 3.1 none: kept in the extras, with a warning
         assert events == [(north.run_id, None, "north"), (south.run_id, None, "south")]
@@ -180,6 +218,34 @@ def test_a_given_partition_key_goes_on_the_event_and_each_partition_queues_its_c
         assert why in out
         if AIRFLOW_V_3_2_PLUS:
             assert _queued_partitions(CONSUMER) == before  # no key, no partitioned run
+
+
+@pytest.mark.skipif(not AIRFLOW_V_3_3_PLUS, reason="a given key goes on an event from Airflow 3.3")
+def test_a_given_partition_key_still_queues_the_ordinary_consumers_through_an_unkeyed_twin(
+    partitioned_table, datatables_conn, tmp_path, monkeypatch
+):
+    """Issue 37, point 2: a keyed event queues only partition-aware DAGs; the ordinary ones hear of the twin.
+
+    The twin is the same upload (its extras say which partition it is the twin of) and costs
+    nothing: the Data Tables page counts the import's credit once, on the keyed event.
+    """
+    card_id, dags = partitioned_table
+    project_id = datatables_conn.project_id
+    assert not _queued(ORDINARY, card_id, project_id)
+    _replace(dags, tmp_path, monkeypatch, region="north")
+    assert _queued(ORDINARY, card_id, project_id)
+    assert sorted(_twins(card_id, datatables_conn.project_id), key=str) == sorted([(None, 1), ("north", 0)], key=str)
+
+
+@pytest.mark.skipif(not AIRFLOW_V_3_2_PLUS, reason="partitions are Airflow 3.2+")
+def test_a_partitioned_runs_events_all_carry_its_key_and_leave_the_ordinary_consumers_alone(
+    partitioned_table, datatables_conn, tmp_path, monkeypatch
+):
+    """No unkeyed twin can come from a partitioned run (Airflow keys all its events): as docs/operators.md says."""
+    card_id, dags = partitioned_table
+    _replace(dags, tmp_path, monkeypatch, run_key="2026-11-26")
+    assert not _queued(ORDINARY, card_id, datatables_conn.project_id)
+    assert _twins(card_id, datatables_conn.project_id) == [(None, 1)]
 
 
 def test_the_record_type_lives_in_assets_and_utils_events_re_exports_it():

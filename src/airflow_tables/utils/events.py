@@ -16,6 +16,14 @@ goes through the alias with the run's key, with a warning. On 3.2 a given key ot
 run's cannot be attached, and on 3.1 no key can: the task warns and the key is kept in the
 event's extras (``partition_key``) only.
 
+A keyed event queues only partition-aware DAGs (Airflow's ``AssetManager._queue_dagruns``): a DAG
+scheduled on the table's asset the ordinary way would never run again after a keyed upload. So
+a key given to the task of an unpartitioned run goes on a second, unkeyed event too (through the
+alias: its *twin*, extras ``partition_twin`` set to the key and ``credits`` 0, so that the Data
+Tables page counts the import once); Airflow gives it to the ordinary consumers and not to the
+partition-aware ones, which it warns have no key. A partitioned run's events all carry its key:
+its ordinary consumers wait for an unpartitioned producer (docs/operators.md says so).
+
 Any DAG can record an event on a table's asset, with any extras. ``skip_if_unchanged`` skips a
 paid replacement on the last record's fingerprint, so a record is signed (``signature``: an
 HMAC keyed by the connection's API key, over the extras and the DAG, task and run that recorded
@@ -67,6 +75,9 @@ def record_upload(
     asset = asset_of(ref)
     extra = record.to_extra(secret)
     if key is not None and key != run_key and _on_the_asset(context, asset, extra, key):
+        if run_key is None:  # the ordinary consumers hear of it through an unkeyed twin
+            twin = replace(record, partition_key=None, partition_twin=key, credits=0)
+            context["outlet_events"][TABLES_ALIAS].add(asset, extra=twin.to_extra(secret))
         return
     context["outlet_events"][TABLES_ALIAS].add(asset, extra=extra)
 

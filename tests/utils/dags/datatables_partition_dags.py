@@ -53,3 +53,16 @@ if PartitionedAssetTimetable is not None:
             return partition_key
 
         use_partition()
+
+with DAG(
+    "dt_ordinary_consumer",
+    schedule=[table_asset(PROJECT_ID, CARD_ID, service=SERVICE)],  # not partition-aware
+    start_date=datetime(2026, 1, 1),
+    catchup=False,
+) as ordinary_consumer:
+
+    @task
+    def use_table() -> None:
+        return None
+
+    use_table()
