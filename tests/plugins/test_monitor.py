@@ -184,6 +184,48 @@ def test_credits_sum_the_credits_extra_of_the_last_seven_days(dags_module):
     assert (credits.today, credits.last_7_days) == (3, 4)
 
 
+def test_an_unkeyed_twin_is_not_a_second_import(dags_module):
+    """A keyed upload's unkeyed twin (issue 37, point 2) is the same import: the page shows and counts the keyed one."""
+    from datetime import datetime, timedelta
+
+    from airflow.models.asset import AssetEvent, AssetModel
+    from airflow.utils.session import create_session
+
+    from airflow_tables._durable import signature
+    from airflow_tables.assets import table_ref
+    from airflow_tables.plugins.events import credits_spent, last_imports
+
+    key = "dtk_twin_key"
+
+    def signed(extra: dict) -> dict:
+        return {**extra, "signature": signature(key, "upload records", [extra, "d", "t", "r"])}
+
+    now = datetime(2026, 5, 20, 12, 0, tzinfo=UTC)
+    ref = table_ref("PRJ-twin", "CRD-twin-1", service="https://twin.example")
+    with create_session() as session:
+        asset = AssetModel(uri=ref.uri, name="twin test", group="datatables")
+        session.add(asset)
+        session.flush()
+        keyed = signed({"credits": 1, "partition_key": "north", "fingerprint": "f"})
+        twin = signed({"credits": 0, "partition_twin": "north", "fingerprint": "f"})
+        for extra in (keyed, twin):  # the twin recorded last: the newest event of the table
+            session.add(
+                AssetEvent(
+                    asset_id=asset.id,
+                    extra=extra,
+                    timestamp=now - timedelta(minutes=1),
+                    source_dag_id="d",
+                    source_task_id="t",
+                    source_run_id="r",
+                )
+            )
+    with create_session() as session:
+        last = last_imports(session, "twin.example", "PRJ-twin", key)
+        credits = credits_spent(session, "twin.example", "PRJ-twin", key, now=now)
+    assert last["CRD-twin-1"].credits == 1
+    assert (credits.today, credits.last_7_days) == (1, 1)
+
+
 def test_another_dags_event_with_an_import_s_extras_is_neither_the_importer_nor_credits(
     dags_module, connections, tmp_path
 ):

@@ -111,7 +111,9 @@ def _department_events(
     """``(CardID, Import)`` for each signed Airflow event on the department's tables, newest first.
 
     The signature covers the whole of an event's extras, so they are read whole and checked
-    here (an HMAC per event: microseconds), not summed or picked by the database.
+    here (an HMAC per event: microseconds), not summed or picked by the database. The unkeyed
+    twin of a keyed event (``partition_twin``, :func:`airflow_tables.utils.events.record_upload`)
+    is the same import: it is left out.
     """
     from airflow.models.asset import AssetEvent, AssetModel
     from sqlalchemy import select
@@ -138,6 +140,8 @@ def _department_events(
     ):
         extras = _decoded(extra)
         if not signed_record(secret, extras, dag_id, task_id, run_id):
+            continue
+        if isinstance(extras, dict) and extras.get("partition_twin"):  # the keyed event is the import
             continue
         # Every URI starts with the department's prefix (the query says so); the rest is the CardID.
         card_id = uri[len(prefix) :]
