@@ -92,9 +92,12 @@ async def watch_for(triggers, seconds: float, during=None, *, until: int | None 
         await asyncio.sleep(then)  # long enough for a second event to show, were one fired
     for task in tasks:
         task.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
+    ended = await asyncio.gather(*tasks, return_exceptions=True)
     for gen in gens:
         await gen.aclose()
+    failed = [e for e in ended if isinstance(e, BaseException) and not isinstance(e, asyncio.CancelledError)]
+    if failed:  # a watch that died looks like one that saw nothing: say why
+        raise failed[0]
     return events
 
 
