@@ -127,6 +127,28 @@ class Run:
     cpu_seconds: float
 
 
+def airflow_home(dag_file: str, dags: str) -> Path:
+    """A throwaway Airflow home (set in ``os.environ``) with a migrated SQLite database and ``dags`` in ``dag_file``."""
+    import base64
+    import secrets
+    import tempfile
+
+    home = Path(tempfile.mkdtemp(prefix="airflow-tables-bench-"))
+    os.environ.update(
+        {
+            "AIRFLOW_HOME": str(home),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_hex(32),
+            "AIRFLOW__CORE__FERNET_KEY": base64.urlsafe_b64encode(os.urandom(32)).decode(),
+        }
+    )
+    (home / "dags").mkdir()
+    (home / "dags" / dag_file).write_text(dags)
+    airflow = str(Path(sys.executable).with_name("airflow"))
+    subprocess.run([airflow, "db", "migrate"], check=True, capture_output=True, env=os.environ)
+    return home
+
+
 def run_process(argv: list[str], env: dict | None = None) -> Run:
     """Run a whole process; return its wall time, CPU time, peak resident memory (it and its children) and output."""
     start = time.perf_counter()

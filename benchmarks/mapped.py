@@ -39,16 +39,12 @@ hour; ``--count 20`` takes two minutes. Ctrl-C does not stop a ``dag.test()`` un
 from __future__ import annotations
 
 import argparse
-import base64
 import importlib.util
 import json
 import os
-import secrets
 import shutil
 import statistics
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections import Counter
@@ -60,7 +56,7 @@ from types import ModuleType
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from _common import Row, machine, write_rows  # noqa: E402
+from _common import Row, airflow_home, machine, write_rows  # noqa: E402
 
 from airflow_tables.emulator.testing import EmulatorProcess, make_test_config  # noqa: E402
 
@@ -166,24 +162,6 @@ def write_files(folder: Path, prefix: str, count: int, rows: int) -> list[str]:
         path.write_text("order_id,region,amount\n" + "".join(f"{i * 10 + r},North,{r * 3}\n" for r in range(rows)))
         paths.append(str(path))
     return paths
-
-
-def airflow_home() -> Path:
-    """A throwaway Airflow home with a migrated SQLite database and the DAG file (its manifest comes later)."""
-    home = Path(tempfile.mkdtemp(prefix="airflow-tables-bench-"))
-    os.environ.update(
-        {
-            "AIRFLOW_HOME": str(home),
-            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-            "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_hex(32),
-            "AIRFLOW__CORE__FERNET_KEY": base64.urlsafe_b64encode(os.urandom(32)).decode(),
-        }
-    )
-    (home / "dags").mkdir()
-    (home / "dags" / DAG_FILE).write_text(DAGS)
-    airflow = str(Path(sys.executable).with_name("airflow"))
-    subprocess.run([airflow, "db", "migrate"], check=True, capture_output=True, env=os.environ)
-    return home
 
 
 def load_dags(home: Path, manifest: dict) -> ModuleType:
@@ -400,7 +378,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", help="also write the report's rows here (for run_all.py)")
     args = parser.parse_args(argv)
     started = time.perf_counter()
-    home = airflow_home()
+    home = airflow_home(DAG_FILE, DAGS)  # the DAGs' manifest comes later
     files = home / "files"
     imports = {side: write_files(files / f"import_{side}", f"{side}_import", args.count, 3) for side in SIDES}
     replacements = {side: write_files(files / f"replace_{side}", f"{side}_replace", args.count, 4) for side in SIDES}

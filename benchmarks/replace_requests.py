@@ -14,15 +14,11 @@ the reading takes, which has nothing to do with the check.
 from __future__ import annotations
 
 import argparse
-import base64
 import csv
 import importlib.util
 import json
 import os
-import secrets
-import subprocess
 import sys
-import tempfile
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -30,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from _common import Row, machine, write_rows  # noqa: E402
+from _common import Row, airflow_home, machine, write_rows  # noqa: E402
 
 DAGS = """
 from datetime import datetime
@@ -66,30 +62,12 @@ def shown(counted: Counter) -> str:
     return ", ".join(f"{counted[k]} {k}" for k in ("list", "fetch", "import", "other"))
 
 
-def airflow_home() -> Path:
-    """A throwaway Airflow home with a migrated SQLite database and the two DAGs."""
-    home = Path(tempfile.mkdtemp(prefix="airflow-tables-bench-"))
-    os.environ.update(
-        {
-            "AIRFLOW_HOME": str(home),
-            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-            "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_hex(32),
-            "AIRFLOW__CORE__FERNET_KEY": base64.urlsafe_b64encode(os.urandom(32)).decode(),
-        }
-    )
-    (home / "dags").mkdir()
-    (home / "dags" / "bench_replace_requests.py").write_text(DAGS)
-    airflow = str(Path(sys.executable).with_name("airflow"))
-    subprocess.run([airflow, "db", "migrate"], check=True, capture_output=True, env=os.environ)
-    return home
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--json", help="also write the report's rows here (for run_all.py)")
     args = parser.parse_args(argv)
-    home = airflow_home()
+    home = airflow_home("bench_replace_requests.py", DAGS)
     from airflow_tables.emulator.testing import EmulatorProcess
     from airflow_tables.hooks.tables import DataTablesHook
 
