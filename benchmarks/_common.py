@@ -127,6 +127,29 @@ class Run:
     cpu_seconds: float
 
 
+def seeded_config(tables: int, *, credits: int | None = None) -> dict:
+    """The emulator's test configuration with ``tables`` connector tables in its first department.
+
+    Connector tables are in every listing like any other table, and nothing else makes tables
+    without an import (ten thousand imports over HTTP would take longer than a benchmark).
+    """
+    from airflow_tables.emulator.testing import make_test_config
+
+    config = make_test_config() if credits is None else make_test_config(credits=credits)
+    project = config["api_keys"][0]["manage"][0]
+    config["connectors"] += [
+        {
+            "project_id": project,
+            "name": f"table {i:05d}",
+            "source": "Benchmark",
+            "status": "active" if i % 3 else "paused",
+            "rows": i,
+        }
+        for i in range(tables)
+    ]
+    return config
+
+
 def airflow_home(dag_file: str, dags: str) -> Path:
     """A throwaway Airflow home (set in ``os.environ``) with a migrated SQLite database and ``dags`` in ``dag_file``."""
     import base64

@@ -56,9 +56,9 @@ from types import ModuleType
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from _common import Row, airflow_home, machine, write_rows  # noqa: E402
+from _common import Row, airflow_home, machine, seeded_config, write_rows  # noqa: E402
 
-from airflow_tables.emulator.testing import EmulatorProcess, make_test_config  # noqa: E402
+from airflow_tables.emulator.testing import EmulatorProcess  # noqa: E402
 
 TARGET_RATIO = 1.2
 MANIFEST = "mapped_manifest.json"
@@ -134,23 +134,6 @@ with bench_dag("warmup") as dag:
             mapped(action, side, f"{side}_{action}", MANIFEST["warmup"][action + "s"][side])
 DAGS["warmup"] = dag
 """
-
-
-def emulator_config(tables: int, count: int) -> dict:
-    """The test configuration with ``tables`` connector tables in its department, and credits for every import."""
-    config = make_test_config(credits=4 * count + 100)
-    project = config["api_keys"][0]["manage"][0]
-    config["connectors"] += [
-        {
-            "project_id": project,
-            "name": f"seeded {i:05d}",
-            "source": "Benchmark",
-            "status": "active" if i % 3 else "paused",
-            "rows": i,
-        }
-        for i in range(tables)
-    ]
-    return config
 
 
 def write_files(folder: Path, prefix: str, count: int, rows: int) -> list[str]:
@@ -383,7 +366,7 @@ def main(argv: list[str] | None = None) -> int:
     imports = {side: write_files(files / f"import_{side}", f"{side}_import", args.count, 3) for side in SIDES}
     replacements = {side: write_files(files / f"replace_{side}", f"{side}_replace", args.count, 4) for side in SIDES}
     try:
-        with EmulatorProcess(config=emulator_config(args.tables, args.count)) as emulator:
+        with EmulatorProcess(config=seeded_config(args.tables, credits=4 * args.count + 100)) as emulator:
             os.environ["AIRFLOW_CONN_DATATABLES_DEFAULT"] = json.dumps(
                 {
                     "conn_type": "datatables",

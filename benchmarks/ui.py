@@ -49,9 +49,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from _common import Row, machine, write_rows  # noqa: E402
+from _common import Row, machine, seeded_config, write_rows  # noqa: E402
 
-from airflow_tables.emulator.testing import EmulatorProcess, make_test_config  # noqa: E402
+from airflow_tables.emulator.testing import EmulatorProcess  # noqa: E402
 
 PROJECT = "PRJ-test"
 DAG_ID = "bench_import"
@@ -59,22 +59,6 @@ REPO = Path(__file__).resolve().parents[1]
 PLUGIN = "src/airflow_tables/plugins"
 ANCHOR_MODULES = ("app", "cache", "connections", "events", "models", "monitor", "overview", "taskview")
 ANCHOR_REV = "2723615"  # the last commit before issue 27's page
-
-
-def emulator_config(tables: int) -> dict:
-    """The test configuration with ``tables`` more tables in the department (connector tables)."""
-    config = make_test_config()
-    config["connectors"] += [
-        {
-            "project_id": PROJECT,
-            "name": f"table {i:05d}",
-            "source": "Benchmark",
-            "status": "active" if i % 3 else "paused",
-            "rows": i,
-        }
-        for i in range(tables)
-    ]
-    return config
 
 
 def migrate() -> None:
@@ -342,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
     migrate()
     logging.disable(logging.INFO)
     anchor = anchor_package(args.anchor_rev)
-    with EmulatorProcess(config=emulator_config(args.tables)) as emulator:
+    with EmulatorProcess(config=seeded_config(args.tables)) as emulator:
         emulator.set_processing_delay(args.read_seconds)
         os.environ["AIRFLOW_CONN_DATATABLES_DEFAULT"] = json.dumps(
             {
