@@ -15,18 +15,23 @@ must run without it.
 
 from __future__ import annotations
 
+import atexit
 import base64
 import functools
 import json
 import os
 import secrets
+import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-# Airflow reads AIRFLOW_HOME when it is first imported: keep every test away from ~/airflow.
-os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="airflow-tables-home-"))
+# Airflow reads AIRFLOW_HOME when it is first imported: keep every test away from ~/airflow, in a
+# directory of this session's own that goes with it (one per run, or /tmp fills run after run).
+if "AIRFLOW_HOME" not in os.environ:
+    os.environ["AIRFLOW_HOME"] = tempfile.mkdtemp(prefix="airflow-tables-home-")
+    atexit.register(shutil.rmtree, os.environ["AIRFLOW_HOME"], ignore_errors=True)
 os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 # Airflow 3.2's dag.test() runs the execution API in process, whose start-up fails without a JWT
 # secret (then every task fails with "'State' object has no attribute 'svcs_registry'").
