@@ -205,6 +205,18 @@ def task_series(context: Context) -> int:
     return max(1, int(context["ti"].max_tries))
 
 
+def first_try(context: Context) -> bool:
+    """Whether this is the task instance's first try: no earlier try of it can have kept anything.
+
+    Airflow numbers each try it schedules, a clear's too (the try after a clear takes the next
+    number: 3.1 to 3.4), so only a task instance's first try runs with ``try_number`` 1. At the
+    start of that try the reads that look for what an earlier try kept (each a request to the API
+    server, twenty milliseconds or more) can be skipped: there is nothing to find. Only at the
+    start of a try: a try that resumes after sending reads what it kept, whatever its number.
+    """
+    return int(context["ti"].try_number) <= 1
+
+
 def _ends_task_instance(err: BaseException, context: Context) -> bool:
     """Whether the try failing with ``err`` is the task instance's last (as the task runner decides on < 3.3)."""
     from airflow_tables.version_compat import AirflowFailException, AirflowSkipException
@@ -232,6 +244,7 @@ __all__ = [
     "DurableJobMixin",
     "SignedStore",
     "durable_store",
+    "first_try",
     "forgotten_when_ended",
     "shared_records",
     "signature",

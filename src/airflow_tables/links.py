@@ -1,8 +1,9 @@
 """The "Open table" button on import and replace tasks, and the URL it points at.
 
-Airflow 3 shows an extra link from the XCom stored under the link's ``xcom_key``. The
-operators push the URL there themselves as soon as the service has accepted the file,
-so the button works while the task is still waiting for the table to be read.
+Airflow 3 shows an extra link from the XCom stored under the link's ``xcom_key``, which the
+worker writes when the task ends (from :meth:`DataTablesTableLink.get_link`). The operators
+push the URL there themselves before they wait for the table to be read, so the button works
+while the task is still waiting.
 """
 
 from __future__ import annotations
@@ -39,7 +40,13 @@ class DataTablesTableLink(BaseOperatorLink):
     name = "Open table"
 
     def get_link(self, operator: BaseOperator, *, ti_key: TaskInstanceKey) -> str:
-        # Called on the worker when the task ends; the operator pushed the URL before waiting.
+        # Called on the worker when the task ends, which stores the answer under xcom_key. The
+        # operator pushed the URL before waiting; the one that ran the try knows it (one request
+        # to the API server fewer per task), one resumed in another process reads it back.
+        published = getattr(operator, "published_url", None)
+        url = published() if callable(published) else None
+        if url is not None:
+            return url
         from airflow.sdk.execution_time.xcom import XCom
 
         return XCom.get_value(ti_key=ti_key, key=self.xcom_key) or ""

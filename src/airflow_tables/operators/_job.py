@@ -187,6 +187,8 @@ class ImportJobSteps:
         if not self.wait_for_completion or job.skipped:
             return
         look = self.hook.look(job.project_id, job.watch)  # a finished table never defers
+        if not look.status.is_terminal:
+            self._show_link(context, job)
         if not look.status.is_terminal and self.deferrable:
             self.log.info("Table %s is being read; deferring the wait to the triggerer", job.card_id)
             waiting.defer(
@@ -270,15 +272,31 @@ class ImportJobSteps:
     # -- what the task leaves behind ----------------------------------------------------------
 
     def _publish(self, context: Context, job: Job) -> Job:
-        """Push the CardID and the table's URL (the "Open table" button) once per try, before any wait."""
+        """Push the CardID once per try, as soon as the job is known (the Data Tables page finds the table by it)."""
         if self._job is None or self._job.card_id != job.card_id:
-            ti = context["ti"]
-            ti.xcom_push(key=CARD_ID_XCOM_KEY, value=job.card_id)
-            # Pushed even when empty: a link with no XCom at all logs an error when the task ends.
-            url = table_url(self.hook.settings.app_url, job.project_id, job.card_id)
-            ti.xcom_push(key=DataTablesTableLink().xcom_key, value=url or "")
+            context["ti"].xcom_push(key=CARD_ID_XCOM_KEY, value=job.card_id)
         self._job = job
         return job
+
+    def _show_link(self, context: Context, job: Job) -> None:
+        """Push the table's URL (the "Open table" button) before a wait, so that it shows while the task waits.
+
+        A task that does not wait leaves it to Airflow, which stores the link's answer when the
+        task ends (:meth:`published_url`): one request to the API server fewer per task. Pushed
+        even when empty: a link with no XCom at all logs an error when the task ends.
+        """
+        context["ti"].xcom_push(key=DataTablesTableLink().xcom_key, value=self.published_url(job))
+
+    def published_url(self, job: Job | None = None) -> str | None:
+        """The "Open table" URL of the job this try published ("" without ``app_url``); ``None`` before it did.
+
+        What :class:`~airflow_tables.links.DataTablesTableLink` answers when the task ends, in the
+        process that ran it, without reading back the XCom just pushed.
+        """
+        job = job or self._job
+        if job is None:
+            return None
+        return table_url(self.hook.settings.app_url, job.project_id, job.card_id) or ""
 
     def _record(self, context: Context, job: Job) -> None:
         """Record the upload on the table's asset (utils/events.py) and how long its read took.

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
-from airflow_tables._durable import forgotten_when_ended, task_series
+from airflow_tables._durable import first_try, forgotten_when_ended, task_series
 from airflow_tables.evidence import FileFacts
 from airflow_tables.links import DataTablesTableLink
 from airflow_tables.model import TableStatus, check_wait
@@ -227,10 +227,11 @@ class DataTablesImportOperator(ImportJobSteps, ResumableJobMixin, _DataTablesOpe
         with forgotten_when_ended(context, self, NOTES):  # below 3.3 the notes are Variables
             try:
                 check_arguments(self)
-                only_slow = functools.partial(still_read_from_the_same_file, self)
-                forget_cleared_job(
-                    self._store(context), self.external_id_key, task_series(context), self.log, only_slow
-                )
+                if not first_try(context):  # a first try has no earlier series to forget
+                    only_slow = functools.partial(still_read_from_the_same_file, self)
+                    forget_cleared_job(
+                        self._store(context), self.external_id_key, task_series(context), self.log, only_slow
+                    )
                 self.execute_resumable(context)
             except BaseException:
                 if self._job is None:  # the "Open table" link reads its XCom when the task ends, table or not
@@ -253,7 +254,9 @@ class DataTablesImportOperator(ImportJobSteps, ResumableJobMixin, _DataTablesOpe
             sent = checked.sent or source  # the good rows alone, when bad ones were set aside
             project = self.department
             once = send_once(self, context)
-            job = job_sent_earlier(once, project, sent)
+            # Nothing sent yet in this try (a resume that comes back here, after approval, comes
+            # before the send), so only a later try can find a send of an earlier one.
+            job = None if first_try(context) else job_sent_earlier(once, project, sent)
             if job is None and checked.fingerprint is not None:
                 job = unchanged_since_recorded(self, project, checked.fingerprint)
             if job is None:
