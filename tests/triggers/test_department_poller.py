@@ -78,7 +78,7 @@ def use_connection(monkeypatch, conn_id: str, host: str, key: str) -> None:
     monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", json.dumps(conn))
 
 
-async def first_word(conn_id: str, project_id: str, card_id: str, *, deadline: float = 10):
+async def first_word(conn_id: str, project_id: str, card_id: str, *, deadline: float = 60):
     """The first snapshot that says something for good about ``card_id``: its error, or its summary."""
     async with watch(conn_id, project_id, card_id, 0.1) as subscription:
         until = time.monotonic() + deadline

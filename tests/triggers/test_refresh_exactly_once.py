@@ -101,6 +101,24 @@ async def watch_for(triggers, seconds: float, during=None, *, until: int | None 
     return events
 
 
+def once_stored(store: SharedStore, then=None, *, deadline: float = 60.0):
+    """A ``during`` for :func:`watch_for`: wait until the watch stored its baseline (polled), then ``then()``.
+
+    A fixed half second was not always enough on a loaded machine: a watch whose first look came
+    after the refresh took the refreshed read for its baseline, and fired nothing.
+    """
+
+    def during():
+        until = time.monotonic() + deadline
+        while store.writes == 0:
+            assert time.monotonic() < until, f"the watch stored no baseline within {deadline:g} s"
+            time.sleep(0.02)
+        if then is not None:
+            then()
+
+    return during
+
+
 def settled(store: SharedStore, key_part: str):
     return next(v for k, v in store.values.items() if key_part in k)
 
@@ -112,14 +130,20 @@ def test_a_refresh_made_while_the_watch_was_down_fires_once_and_an_earlier_one_n
     store = SharedStore()
     # The first triggerer: its first look is the baseline; a refresh; the event.
     first = asyncio.run(
-        watch_for([watcher(datatables_conn, card_id, store)], 1.5, lambda: refresh(hook, card_id, tmp_path, 7))
+        watch_for(
+            [watcher(datatables_conn, card_id, store)],
+            60.0,
+            once_stored(store, lambda: refresh(hook, card_id, tmp_path, 7)),
+            until=1,
+            then=1.0,
+        )
     )
     assert [payload["rows"] for _, payload in first] == [7]
     assert settled(store, card_id)["baseline"] == first[0][1]["completion_time"]
     # Down (its task gone, as with SIGKILL: nothing runs on the way out): a refresh nobody watches.
     refresh(hook, card_id, tmp_path, 9)
     # The next triggerer builds the trigger from its arguments and finds the stored baseline.
-    second = asyncio.run(watch_for([watcher(datatables_conn, card_id, store)], 1.5))
+    second = asyncio.run(watch_for([watcher(datatables_conn, card_id, store)], 60.0, until=1, then=1.0))
     assert [payload["rows"] for _, payload in second] == [9]
     assert second[0][1]["completion_time"] > first[0][1]["completion_time"]
     # And once more with nothing new: the refresh reported before is never reported again.
@@ -164,7 +188,7 @@ def test_a_triggerer_stalled_past_the_settle_time_reports_at_least_once_with_the
     what a consumer de-duplicates on (docs/operators/triggers.md, "Two triggerers")."""
     hook, card_id = table
     store = SharedStore()
-    asyncio.run(watch_for([watcher(datatables_conn, card_id, store)], 0.5))  # the stored baseline
+    asyncio.run(watch_for([watcher(datatables_conn, card_id, store)], 60.0, once_stored(store), until=0))  # baseline
     prompt, stalled = watcher(datatables_conn, card_id, store), watcher(datatables_conn, card_id, store)
     prompt.asset_state_store = StalledView(store, stall=0.1)  # both have read the watch before either claims
     stalled.asset_state_store = StalledView(store, stall=3 * _ledger.SETTLE_SECONDS)
@@ -177,7 +201,7 @@ def test_a_triggerer_stalled_past_the_settle_time_reports_at_least_once_with_the
 def test_without_its_store_the_watch_fires_nothing_and_reports_once_the_store_is_back(datatables_conn, table, tmp_path):
     hook, card_id = table
     store = SharedStore()
-    asyncio.run(watch_for([watcher(datatables_conn, card_id, store)], 0.5))  # the stored baseline
+    asyncio.run(watch_for([watcher(datatables_conn, card_id, store)], 60.0, once_stored(store), until=0))  # baseline
     writes = store.writes
     store.broken = True
 
