@@ -7,6 +7,7 @@ import gzip
 import io
 import lzma
 import random
+import sys
 import zipfile
 
 import pytest
@@ -145,6 +146,13 @@ def test_any_split_into_members_reads_back_the_payload(payload, cuts, name, size
         assert got == payload
     else:
         assert got == payload[: limit + 1]
+
+
+def test_zstandard_without_its_decoder_is_refused_naming_the_file_and_the_package(monkeypatch):
+    monkeypatch.setitem(sys.modules, "compression.zstd", None)  # None in sys.modules: the import fails
+    monkeypatch.setitem(sys.modules, "backports.zstd", None)
+    with pytest.raises(SourceError, match=r"cannot read events\.csv\.zst: .*backports\.zstd; nothing was sent"):
+        Decompressed(io.BytesIO(b"\x28\xb5\x2f\xfd"), ZSTD, "events.csv.zst")
 
 
 def test_a_suffix_that_the_bytes_deny_is_refused():

@@ -101,9 +101,7 @@ def _zstd() -> _Decompressor:
         try:
             from backports.zstd import ZstdDecompressor
         except ImportError:
-            raise SourceError(
-                "a zstandard file", "reading zstandard needs Python 3.14 or the package backports.zstd"
-            ) from None
+            raise ImportError("reading zstandard needs Python 3.14 or the package backports.zstd") from None
     decompressor: _Decompressor = ZstdDecompressor()
     return decompressor
 
@@ -177,7 +175,10 @@ class Decompressed(io.RawIOBase):
         self._compression = compression
         self._label = label
         self._limit = limit
-        self._member: _Decompressor | None = compression.member()
+        try:
+            self._member: _Decompressor | None = compression.member()
+        except ImportError as err:  # the format's decoder is not installed: say so, naming the file
+            raise SourceError(label, f"{err}; nothing was sent") from None
         self._members = 1
         self._pending = b""  # compressed bytes read, not yet given to a decompressor
         self._ended = False
