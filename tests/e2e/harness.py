@@ -624,26 +624,34 @@ class AirflowApi:
         self._record(dag_id, run_id)
         return state
 
-    def task_log(self, dag_id: str, run_id: str, task_id: str, try_number: int = 1) -> str:
+    def task_log(self, dag_id: str, run_id: str, task_id: str, try_number: int = 1, map_index: int = -1) -> str:
         path = (
             f"/api/v2/dags/{quote(dag_id, safe='')}/dagRuns/{quote(run_id, safe='')}"
             f"/taskInstances/{quote(task_id, safe='')}/logs/{try_number}"
         )
         # JSON is the one form every Airflow 3 answers (3.3 refuses text/plain with a 406).
-        content = self.get(path, params={"full_content": True})["content"]
+        content = self.get(path, params={"full_content": True, "map_index": map_index})["content"]
         return "\n".join(_log_line(entry) for entry in content)
 
     def run_report(self, dag_id: str, run_id: str, log_lines: int = 40) -> str:
-        """Task states and the tail of every unsuccessful task's log: for assertion messages."""
+        """Task states and the tail of every unsuccessful task's log (mapped ones too): for assertion messages."""
         parts = [f"observed states: {self.observed_states(dag_id, run_id)}"]
         try:
-            for ti in self.task_instances(dag_id, run_id):
-                parts.append(f"{ti['task_id']}: {ti.get('state')} (try {ti.get('try_number')})")
-                if ti.get("state") not in ("success", "skipped") and ti.get("try_number"):
-                    text = self.task_log(dag_id, run_id, ti["task_id"], ti["try_number"])
-                    parts.append("\n".join(text.splitlines()[-log_lines:]))
+            instances = self.task_instances(dag_id, run_id)
         except Exception as err:  # noqa: BLE001 - a report must not hide the failure it reports
-            parts.append(f"(could not read task instances or logs: {err!r})")
+            return "\n".join([*parts, f"(could not read task instances: {err!r})"])
+        for ti in instances:
+            map_index = ti.get("map_index", -1)
+            name = ti["task_id"] if map_index in (-1, None) else f"{ti['task_id']}[{map_index}]"
+            parts.append(f"{name}: {ti.get('state')} (try {ti.get('try_number')})")
+            if ti.get("state") in ("success", "skipped") or not ti.get("try_number"):
+                continue
+            try:
+                text = self.task_log(dag_id, run_id, ti["task_id"], ti["try_number"], map_index=map_index)
+            except Exception as err:  # noqa: BLE001 - one unreadable log must not hide the others
+                parts.append(f"(could not read {name}'s log: {err!r})")
+            else:
+                parts.append("\n".join(text.splitlines()[-log_lines:]))
         return "\n".join(parts)
 
     def xcom(self, dag_id: str, run_id: str, task_id: str, key: str = "return_value", map_index: int = -1) -> Any:
