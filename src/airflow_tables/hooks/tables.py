@@ -45,6 +45,7 @@ from airflow_tables.hooks._http import (
     uncertain_import,
 )
 from airflow_tables.hooks._ids import CARD_ID, card_segment
+from airflow_tables.hooks._sendable import sendable
 from airflow_tables.hooks._transport import AsyncTransport, SyncTransport, new_session
 from airflow_tables.hooks.waits import TableWaits
 from airflow_tables.model import (
@@ -56,7 +57,7 @@ from airflow_tables.model import (
     cards_of,
     missing_from,
 )
-from airflow_tables.sources import SourceError, open_source
+from airflow_tables.sources import Source
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -384,11 +385,11 @@ class DataTablesHook(TableWaits, ConnectionForm, DeprecatedMethods, BaseHook):
         A task calls :meth:`import_csv` or the operators instead, which send once across tries
         (:class:`~airflow_tables.hooks.send_once.SendOnce`).
         """
-        try:
-            source = open_source(file_path, encoding=encoding)
-            source.utf8_size()  # a converted file is read once to count: a byte not valid in it stops here
-        except SourceError as err:
-            raise type(err)(err.label, f"{err.reason}; nothing was sent to the Data Tables Service.") from None
+        with sendable(file_path, encoding) as source:
+            return self._send_import(project_id, source, card_id, table_name)
+
+    def _send_import(self, project_id: str | None, source: Source, card_id: str | None, table_name: str | None) -> str:
+        """:meth:`send_import` of a source ready to send (:func:`~airflow_tables.hooks._sendable.sendable`)."""
         project = self.settings.department(project_id)
         name = upload_name(source.name, table_name)
         call = import_file(self.settings, project, source, filename=name, card_id=card_id, logger=self.log)

@@ -40,6 +40,7 @@ from dataclasses import dataclass, replace
 from typing import Any, BinaryIO, Generic, TypeVar, cast
 
 from airflow_tables.sources.allowed import ARGUMENT, SourceNotAllowedError, check_object, check_path, parse_prefixes
+from airflow_tables.sources.compressed import MAGIC_BYTES, Compression, Decompressed, detect, open_zip_member
 from airflow_tables.sources.read_ahead import FileReadAhead, ReadAhead
 from airflow_tables.sources.storage import (
     SourceError,
@@ -63,6 +64,8 @@ from airflow_tables.sources.transcode import (
 )
 
 __all__ = [
+    "CompressedAfterAll",
+    "Compression",
     "CopyScan",
     "NotCopyScanned",
     "ReadPlan",
@@ -151,6 +154,9 @@ class Source:
     #: For a staged copy converted from a declared encoding: its first :data:`STORED_HEAD_BYTES` as
     #: stored, so that the declaration can be checked against the bytes it was wrong about.
     stored_head: bytes | None = None
+    #: The format its stored bytes are compressed in (:mod:`.compressed`); ``None`` for a plain file.
+    #: A compressed source is always read from its staged, decompressed copy (:func:`read_plan`).
+    compression: Compression | None = None
 
     @property
     def encoding(self) -> str | None:
@@ -159,9 +165,18 @@ class Source:
         return codec.name if codec else None
 
     @property
+    def size_known(self) -> bool:
+        """Whether the size the service receives can be told before the bytes are sent (:meth:`utf8_size`).
+
+        Not for a compressed file: its decompressed size is known once it is decompressed, so
+        it is sent from its staged copy (an upload states its length before its first byte).
+        """
+        return self.compression is None
+
+    @property
     def is_local_utf8(self) -> bool:
         """A local file sent as it is: every reader can use it directly."""
-        return self.local_path is not None and self.codec is None
+        return self.local_path is not None and self.codec is None and self.compression is None
 
     def copy_scan_for(self, made_with: Hashable) -> CopyScan[Any] | NotCopyScanned:
         """The scan made while this copy was written, when it was made with ``made_with``; else why not."""
@@ -206,7 +221,27 @@ class Source:
         object rewritten between its listing and its read is then refused where its end is
         read, not described by bytes that are not the ones listed.
         """
-        return cast(BinaryIO, _Listed(self.opener(), self.label, self.stored_size))
+        return cast(BinaryIO, _Listed(self.opener(), self.label, self.stored_size, self.compression is None))
+
+    def open_decompressed(self, limit: int | None = None) -> BinaryIO:
+        """The bytes as stored, decompressed (:meth:`open_listed` for a plain file), at most ``limit`` + 1 of them.
+
+        Every gzip member (bzip2, xz stream; zstandard frame) is read; a file cut short or not
+        valid in its format is a :class:`SourceError` naming it and the compressed offset. A
+        zip's one file is read from a seekable copy of the zip when it is in storage (its
+        directory is at its end).
+        """
+        if self.compression is None:
+            listed = self.open_listed()
+            try:
+                head = listed.read(MAGIC_BYTES)  # a plain-named object's first bytes may say it is compressed
+            except BaseException:
+                listed.close()
+                raise
+            return cast(BinaryIO, _Prefixed(head, listed))
+        if self.compression.member is not None:
+            return cast(BinaryIO, Decompressed(self.open_listed(), self.compression, self.label, limit))
+        return _zip_member(self)
 
     def blocks(self, block_size: int) -> Generator[memoryview, None, None]:
         """The bytes the service receives, a block of about ``block_size`` at a time.
@@ -226,7 +261,7 @@ class Source:
                     yield from Utf8Reader(cast(BinaryIO, ahead), self.codec, block_size).blocks()
                 return
             if isinstance(raw, ReadAhead):
-                yield from raw.pieces()
+                yield from _plain_pieces(raw.pieces(), self.label)
                 return
             with FileReadAhead(raw, self.label, FILE_READ_AHEAD * block_size, block_size) as ahead:
                 yield from ahead.pieces()
@@ -234,8 +269,11 @@ class Source:
     def utf8_size(self) -> int:
         """Bytes the service receives. A declared encoding costs one pass over the file to count them.
 
-        Raises :class:`SourceError` when a byte is not valid in the declared encoding.
+        Raises :class:`SourceError` when a byte is not valid in the declared encoding. A compressed
+        file has no such size until it is decompressed: its staged copy (:func:`staged`) has.
         """
+        if self.compression is not None:
+            raise ValueError(f"{self.label} is {self.compression.name}-compressed: its staged copy has a size")
         return self.stored_size if self.codec is None else self._counted_utf8_size
 
     @functools.cached_property
@@ -275,6 +313,18 @@ class Source:
         return line
 
 
+def _plain_pieces(pieces: Iterator[memoryview], label: str) -> Iterator[memoryview]:
+    """A plain object's pieces as its GET receives them, its first bytes checked not to be compressed."""
+    first = True
+    for piece in pieces:
+        if first and len(piece):
+            found = detect(label, "", bytes(piece[:MAGIC_BYTES]))
+            if found is not None:
+                raise CompressedAfterAll(label, found)
+            first = False
+        yield piece
+
+
 def open_source(file: Any, encoding: str | None = None, *, allowed: str | Sequence[str] | None = None) -> Source:
     """Find ``file`` (a local path, an ``ObjectStoragePath``, a URI or a :class:`Source`) and say how to read it.
 
@@ -294,11 +344,37 @@ def open_source(file: Any, encoding: str | None = None, *, allowed: str | Sequen
         label = label_of(file)
         check_object(file, narrowed)
         obj = stat_object(file, check_local=lambda local: check_path(label, local, narrowed))
-        return Source(label, obj.name, obj.size, obj.local_path, codec, obj.open, version=obj.version)
+        # An object's first bytes are not read here (that would be a request of its own): its suffix
+        # says it is compressed, and a stream of a plain-named one checks its first bytes (_Listed).
+        head = _head(obj.local_path) if obj.local_path is not None else b""
+        compression = detect(label, obj.name, head) if head else by_suffix(label, obj.name)
+        name = compression.strip_suffix(obj.name) if compression else obj.name
+        return Source(
+            label, name, obj.size, obj.local_path, codec, obj.open, version=obj.version, compression=compression
+        )
     path = os.fspath(file)
     check_path(path, path, narrowed)
     size = local_size(path)
-    return Source(path, os.path.basename(path), size, path, codec, local_opener(path))
+    compression = detect(path, os.path.basename(path), _head(path))
+    name = compression.strip_suffix(os.path.basename(path)) if compression else os.path.basename(path)
+    return Source(path, name, size, path, codec, local_opener(path), compression=compression)
+
+
+def _head(path: str) -> bytes:
+    """A local file's first bytes, enough to tell whether it is compressed (:func:`.compressed.detect`)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(MAGIC_BYTES)
+    except OSError as err:
+        raise SourceError(path, err.strerror or type(err).__name__) from None
+
+
+def by_suffix(label: str, name: str) -> Compression | None:
+    """The compression an object's name says (``.gz``, ``.zst``, ...); its bytes are checked as they are read."""
+    from airflow_tables.sources.compressed import FORMATS
+
+    lowered = name.lower()
+    return next((c for c in FORMATS if any(lowered.endswith(suffix) for suffix in c.suffixes)), None)
 
 
 def identity(source: Source) -> str:
@@ -359,8 +435,9 @@ class Reading(enum.Enum):
     #: that needs an exact read (to name a line) reads the plan's :meth:`~ReadPlan.local_file` instead: a
     #: second read, only then.
     STREAMED = "streamed"
-    #: A file in a declared encoding: copied once to a bounded local file, converted to UTF-8 on
-    #: the way (:meth:`ReadPlan.local_file`), and that copy read in place.
+    #: A file in a declared encoding or compressed: copied once to a bounded local file, decompressed
+    #: and converted to UTF-8 on the way (:meth:`ReadPlan.local_file`), and that copy read in place.
+    #: The limit holds the decompressed bytes: a file that expands past it stops being copied there.
     STAGED = "staged"
 
 
@@ -401,9 +478,9 @@ class ReadPlan:
         if self.reading is Reading.IN_PLACE:
             yield self.source
             return
-        with _copying(self.source.name, self.source.open_listed(), self.source.codec, self.max_bytes) as copier:
+        with _copying(self.source, self.max_bytes) as copier:
             copier.finish()
-            yield self.source._copied(copier)
+            yield copier.source._copied(copier)
 
     @contextlib.contextmanager
     def staging(self) -> Iterator[Staging]:
@@ -411,7 +488,7 @@ class ReadPlan:
         if self.reading is Reading.IN_PLACE:
             yield Staging(self.source)
             return
-        with _copying(self.source.name, self.source.open_listed(), self.source.codec, self.max_bytes) as copier:
+        with _copying(self.source, self.max_bytes) as copier:
             yield Staging(self.source, copier)
 
 
@@ -426,7 +503,7 @@ def read_plan(source: Source, *, max_bytes: int | None = None) -> ReadPlan:
     if source.is_local_utf8:
         too_large = None if source.complete else TooLarge(max_bytes or source.stored_size, at_least=True)
         return ReadPlan(source, Reading.IN_PLACE, too_large, max_bytes)
-    if source.codec is not None:
+    if source.codec is not None or source.compression is not None:
         return ReadPlan(source, Reading.STAGED, max_bytes=max_bytes)
     if max_bytes is not None and source.stored_size > max_bytes:
         return ReadPlan(source, Reading.STREAMED, TooLarge(source.stored_size, at_least=False), max_bytes)
@@ -446,17 +523,19 @@ def staging(source: Source, *, max_bytes: int | None = None) -> contextlib.Abstr
 class Staging:
     """A staged copy while it is written: its bytes can be read once as they are copied, then :meth:`done`.
 
-    ``stream`` (an object in UTF-8 only: converted bytes do not fit a reader's buffer one for
-    one) gives the bytes forward only, each written to the copy as it is read, so a reader
+    ``stream`` (a plain object in UTF-8 only: converted bytes do not fit a reader's buffer one for
+    one, and a scan as it streams needs the size a compressed file has only once read) gives the
+    bytes forward only, each written to the copy as it is read, so a reader
     scans them in the pass that copies them; whatever it leaves unread is copied by
     :meth:`done`. ``stream`` is None when there is nothing to copy (the source is read in
     place) or the bytes are converted on the way.
     """
 
     def __init__(self, source: Source, copier: _Copier | None = None) -> None:
-        self.source = source
+        self.source = source if copier is None else copier.source
         self._copier = copier
-        self.stream = cast(BinaryIO, copier) if copier is not None and copier.converter is None else None
+        plain = self.source.codec is None and self.source.compression is None
+        self.stream = cast(BinaryIO, copier) if copier is not None and plain else None
 
     def done(self, scan: CopyScan[Any] | None = None) -> Source:
         """Copy what is left and return the copy, carrying ``scan`` when it is complete (the source itself if none)."""
@@ -467,14 +546,76 @@ class Staging:
 
 
 @contextlib.contextmanager
-def _copying(name: str, raw: BinaryIO, codec: Codec | None, max_bytes: int | None) -> Iterator[_Copier]:
-    """A copier of ``raw`` into a file called ``name`` in a new temporary directory, removed after the block."""
+def _copying(source: Source, max_bytes: int | None) -> Iterator[_Copier]:
+    """A copier of ``source``'s bytes (decompressed) into a file of its name in a new temporary directory.
+
+    The directory is removed after the block.
+    """
     import tempfile  # not at import: the validator of local files starts in milliseconds
 
+    try:
+        raw = source.open_decompressed(max_bytes)
+    except CompressedAfterAll as found:  # named as plain, stored compressed: read again, as what it is
+        source = found.source_in(source)
+        raw = source.open_decompressed(max_bytes)
     with raw, tempfile.TemporaryDirectory(prefix="airflow-tables-") as tmp:
-        path = os.path.join(tmp, name or "source.csv")
+        path = os.path.join(tmp, source.name or "source.csv")
+        codec = source.codec
         with open(path, "wb") as out:
-            yield _Copier(raw, out, path, Converter(codec) if codec else None, max_bytes)
+            yield _Copier(source, raw, out, path, Converter(codec) if codec else None, max_bytes)
+
+
+def _zip_member(source: Source) -> BinaryIO:
+    """The one file of a zip source, decompressed; a zip in storage is first copied to a temporary file."""
+    import tempfile
+
+    if source.local_path is not None:
+        archive: BinaryIO = open(source.local_path, "rb")  # noqa: SIM115 - closed with the member
+    else:
+        archive = cast(BinaryIO, tempfile.TemporaryFile(prefix="airflow-tables-"))  # noqa: SIM115 - likewise
+        try:
+            with source.open_listed() as stored:
+                while block := stored.read(COPY_BLOCK):
+                    archive.write(block)
+            archive.seek(0)
+        except BaseException:
+            archive.close()
+            raise
+    try:
+        _, member = open_zip_member(archive, source.label)
+    except BaseException:
+        archive.close()
+        raise
+    return cast(BinaryIO, _ZipMember(member, archive))
+
+
+class _ZipMember(io.RawIOBase):
+    """A zip's one file, closing the zip with it."""
+
+    def __init__(self, member: BinaryIO, archive: BinaryIO) -> None:
+        super().__init__()
+        self._member = member
+        self._archive = archive
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        import zipfile
+        import zlib
+
+        try:
+            return self._member.readinto(buffer)  # type: ignore[attr-defined]
+        except (zipfile.BadZipFile, zlib.error, EOFError) as err:
+            raise SourceError(getattr(self._archive, "name", "zip"), f"its zip data is not valid ({err})") from None
+
+    def close(self) -> None:
+        if not self.closed:
+            try:
+                self._member.close()
+            finally:
+                self._archive.close()
+        super().close()
 
 
 class _Copier(io.RawIOBase):
@@ -485,8 +626,11 @@ class _Copier(io.RawIOBase):
     Past ``max_bytes`` written, the copy stops and is not ``complete``.
     """
 
-    def __init__(self, raw: Any, out: BinaryIO, path: str, converter: Converter | None, max_bytes: int | None) -> None:
+    def __init__(
+        self, source: Source, raw: Any, out: BinaryIO, path: str, converter: Converter | None, max_bytes: int | None
+    ) -> None:
         super().__init__()
+        self.source = source  # as it is read (compressed after all: see _copying)
         self.raw = raw
         self.out = out
         self.path = path
@@ -530,6 +674,53 @@ class _Copier(io.RawIOBase):
             self.ended = True
 
 
+class CompressedAfterAll(SourceError):
+    """An object read as a plain file whose first bytes are a compression format's (its name has no suffix for it).
+
+    A reader that can start again reads :meth:`source_in` (a second GET, in this case only):
+    the staged copy and the validator do. The hook's upload straight from storage cannot: it
+    is cut off before the form ends (nothing is imported) with this error's words.
+    """
+
+    def __init__(self, label: str, compression: Compression) -> None:
+        super().__init__(
+            label,
+            f"its first bytes are {compression.name}'s but its name has no {compression.suffixes[0]}: "
+            f"validate it (which reads it decompressed), or name it {compression.suffixes[0]}",
+        )
+        self.compression = compression
+
+    def source_in(self, source: Source) -> Source:
+        """``source`` read as the compressed file it is."""
+        return replace(source, compression=self.compression)
+
+
+class _Prefixed(io.RawIOBase):
+    """A stream whose first bytes were read already (to look at them), given back before the rest."""
+
+    def __init__(self, head: bytes, rest: BinaryIO) -> None:
+        super().__init__()
+        self._head = memoryview(head)
+        self._rest = rest
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        if not self._head:
+            return self._rest.readinto(buffer)  # type: ignore[attr-defined]
+        view = memoryview(buffer).cast("B")
+        n = min(len(view), len(self._head))
+        view[:n] = self._head[:n]
+        self._head = self._head[n:]
+        return n
+
+    def close(self) -> None:
+        if not self.closed:
+            self._rest.close()
+        super().close()
+
+
 class _Listed(io.RawIOBase):
     """Stored bytes held to the size they were listed with: reading their end after another count raises.
 
@@ -538,18 +729,23 @@ class _Listed(io.RawIOBase):
     copy at its limit) has nothing to say about the size.
     """
 
-    def __init__(self, raw: Any, label: str, size: int) -> None:
+    def __init__(self, raw: Any, label: str, size: int, plain: bool = False) -> None:
         super().__init__()
         self.raw = raw
         self.label = label
         self.size = size
         self.count = 0
+        self.plain = plain  # read as not compressed: its first bytes must say so too
 
     def readable(self) -> bool:
         return True
 
     def readinto(self, buffer: Any) -> int:
         n = self.raw.readinto(buffer)
+        if self.plain and self.count == 0 and n:
+            found = detect(self.label, "", bytes(memoryview(buffer)[: min(n, MAGIC_BYTES)]))
+            if found is not None:
+                raise CompressedAfterAll(self.label, found)
         self.count += n
         if n == 0 and self.count != self.size and memoryview(buffer).nbytes:
             raise SourceError(

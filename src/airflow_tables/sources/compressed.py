@@ -59,6 +59,14 @@ class Compression:
     #: A new decompressor for one member (stream, frame); None for a zip (read through ``zipfile``).
     member: Callable[[], _Decompressor] | None
 
+    def matches(self, head: bytes) -> bool:
+        """Whether ``head`` (a file's first bytes) begins a file of this format."""
+        if not head.startswith(self.magic):
+            return False
+        if self.magic == b"BZh":  # three letters a CSV may begin with: the block size, then a block's magic
+            return len(head) >= 10 and head[3:4] in b"123456789" and head[4:10] in _BZIP2_BLOCKS
+        return True
+
     def strip_suffix(self, name: str) -> str:
         """``name`` without this format's suffix (``orders.csv.gz`` -> ``orders.csv``): what names the table."""
         lowered = name.lower()
@@ -106,14 +114,16 @@ def _zstd() -> _Decompressor:
     return decompressor
 
 
+#: What follows a bzip2 stream's header: a block's magic (pi), or the end of an empty stream's (sqrt(pi)).
+_BZIP2_BLOCKS = (b"\x31\x41\x59\x26\x53\x59", b"\x17\x72\x45\x38\x50\x90")
 GZIP = Compression("gzip", (".gz", ".gzip"), b"\x1f\x8b", _Zlib)
 BZIP2 = Compression("bzip2", (".bz2",), b"BZh", bz2.BZ2Decompressor)
 XZ = Compression("xz", (".xz",), b"\xfd7zXZ\x00", lambda: lzma.LZMADecompressor(lzma.FORMAT_XZ))
 ZSTD = Compression("zstandard", (".zst", ".zstd"), b"\x28\xb5\x2f\xfd", _zstd)
 ZIP = Compression("zip", (".zip",), b"PK\x03\x04", None)
 FORMATS = (GZIP, BZIP2, XZ, ZSTD, ZIP)
-#: The most first bytes :func:`detect` needs.
-MAGIC_BYTES = max(len(f.magic) for f in FORMATS)
+#: The most first bytes :func:`detect` needs (bzip2's header and its first block's magic).
+MAGIC_BYTES = 10
 
 
 def detect(label: str, name: str, head: bytes) -> Compression | None:
@@ -123,7 +133,7 @@ def detect(label: str, name: str, head: bytes) -> Compression | None:
     user expects it decompressed, and reading it as it is would import the bytes of something else.
     """
     for compression in FORMATS:
-        if head.startswith(compression.magic):
+        if compression.matches(head):
             return compression
     lowered = name.lower()
     for compression in FORMATS:
@@ -272,8 +282,11 @@ def open_zip_member(file: BinaryIO, label: str) -> tuple[str, BinaryIO]:
         raise SourceError(label, f"it is not a valid zip file ({err}): cut short, or not a zip") from None
     if len(members) != 1:
         names = ", ".join(info.filename for info in members[:5]) + (", ..." if len(members) > 5 else "")
+        office = any(info.filename.startswith(("xl/", "word/", "ppt/")) for info in members)
+        what = " (an Office document, not a zip of a CSV: save it as CSV from its program)" if office else ""
         raise SourceError(
-            label, f"a zip must hold exactly one file to import, and this one holds {len(members)} ({names or 'none'})"
+            label,
+            f"a zip must hold exactly one file to import, and this one holds {len(members)} ({names or 'none'}){what}",
         )
     info = members[0]
     if info.flag_bits & 0x1:

@@ -253,7 +253,7 @@ def _follow(plan: ReadPlan, question: ScanQuestion) -> CsvReport:
     local file. An object that does not have the size it was listed with is refused by the
     read itself (:meth:`~airflow_tables.sources.Source.open_listed`).
     """
-    from airflow_tables.sources import Reading, SourceError
+    from airflow_tables.sources import CompressedAfterAll, Reading, SourceError, read_plan
 
     source, limits = plan.source, question.limits
     if plan.too_large is not None:  # not worth reading (an object is not copied out of storage to say more)
@@ -261,8 +261,13 @@ def _follow(plan: ReadPlan, question: ScanQuestion) -> CsvReport:
         return _report(source, errors=[too_large])
     try:
         if plan.reading is Reading.STREAMED:
-            with source.open_listed() as stream:
-                scan = scan_stream(stream, source.label, source.stored_size, limits, column_types=question.column_types)
+            try:
+                with source.open_listed() as stream:
+                    scan = scan_stream(
+                        stream, source.label, source.stored_size, limits, column_types=question.column_types
+                    )
+            except CompressedAfterAll as found:  # named as plain, stored compressed: read it as what it is
+                return _follow(read_plan(found.source_in(source), max_bytes=plan.max_bytes), question)
             if scan is not None:
                 return _scanned(source, scan)
         with plan.local_file() as local:  # the file itself when it is read in place
