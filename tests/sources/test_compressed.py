@@ -184,10 +184,16 @@ def test_a_zip_of_one_csv_is_read_by_its_member_s_name():
     assert name == "orders.csv" and stream.read() == CSV
 
 
-@pytest.mark.parametrize("members", [{}, {"a.csv": CSV, "b.csv": CSV}])
-def test_a_zip_of_no_file_or_of_several_is_refused_naming_them(members):
-    with pytest.raises(SourceError, match=rf"exactly one file.*holds {len(members)}"):
+@pytest.mark.parametrize("members", [{}, {"a.csv": CSV, "b.csv": CSV}, {"orders.tsv": CSV}])
+def test_a_zip_of_no_file_of_several_or_of_another_kind_is_refused_naming_them(members):
+    with pytest.raises(SourceError, match=rf"exactly one \.csv file.*holds {len(members)} file"):
         open_zip_member(zipped(members), "orders.zip")
+
+
+def test_what_macos_adds_to_a_zip_is_not_a_file_of_it():
+    members = {"orders.csv": CSV, "__MACOSX/._orders.csv": b"\0\5\x16\7", ".DS_Store": b"\0"}
+    name, stream = open_zip_member(zipped(members), "orders.zip")
+    assert name == "orders.csv" and stream.read() == CSV
 
 
 def test_a_zip_cut_short_is_refused():

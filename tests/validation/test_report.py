@@ -290,7 +290,7 @@ def test_a_compressed_csv_is_validated_as_the_csv_it_holds(tmp_path, content):
 def test_an_office_document_is_not_taken_for_a_zip_of_a_csv(tmp_path):
     report = validate_csv(write(tmp_path, _zip("[Content_Types].xml", "xl/workbook.xml")))
     (problem,) = report.errors
-    assert "holds 2" in problem.message and "an Office document, not a zip of a CSV" in problem.message
+    assert "holds 2 files" in problem.message and "an Office document, not a zip of a CSV" in problem.message
 
 
 def test_text_that_starts_like_a_signature_is_still_a_csv(tmp_path):

@@ -270,24 +270,25 @@ class Decompressed(io.RawIOBase):
 
 
 def open_zip_member(file: BinaryIO, label: str) -> tuple[str, BinaryIO]:
-    """The one file a zip holds (its name, and its decompressed bytes), from a seekable ``file``.
+    """The one CSV a zip holds (its name, and its decompressed bytes), from a seekable ``file``.
 
     Refused, naming what the zip holds: a zip of no file, of several (which one would be the
-    table?), or one that is not a valid zip (cut short: its directory is at its end).
+    table?), of one that is not a ``.csv``, an encrypted one, or one that is not a valid zip
+    (cut short: its directory is at its end). The folders and the metadata files macOS's
+    archiver adds (``__MACOSX/``, ``.DS_Store``) are not files of the zip's.
     """
     try:
         archive = zipfile.ZipFile(file)
-        members = [info for info in archive.infolist() if not info.is_dir()]
+        members = [info for info in archive.infolist() if not info.is_dir() and not _metadata(info.filename)]
     except (zipfile.BadZipFile, EOFError, OSError) as err:
         raise SourceError(label, f"it is not a valid zip file ({err}): cut short, or not a zip") from None
-    if len(members) != 1:
+    if len(members) != 1 or not members[0].filename.lower().endswith(".csv"):
         names = ", ".join(info.filename for info in members[:5]) + (", ..." if len(members) > 5 else "")
         office = any(info.filename.startswith(("xl/", "word/", "ppt/")) for info in members)
         what = " (an Office document, not a zip of a CSV: save it as CSV from its program)" if office else ""
-        raise SourceError(
-            label,
-            f"a zip must hold exactly one file to import, and this one holds {len(members)} ({names or 'none'}){what}",
-        )
+        files = f"{len(members)} file{'s' if len(members) != 1 else ''}"
+        holds = f"{files} ({names or 'none'}){what}"
+        raise SourceError(label, f"a zip must hold exactly one .csv file to import, and this one holds {holds}")
     info = members[0]
     if info.flag_bits & 0x1:
         raise SourceError(label, f"{info.filename} in the zip is encrypted")
@@ -295,6 +296,11 @@ def open_zip_member(file: BinaryIO, label: str) -> tuple[str, BinaryIO]:
         return info.filename.rsplit("/", 1)[-1], archive.open(info)  # type: ignore[return-value]
     except (zipfile.BadZipFile, NotImplementedError, RuntimeError) as err:
         raise SourceError(label, f"{info.filename} in the zip cannot be read ({err})") from None
+
+
+def _metadata(name: str) -> bool:
+    """A file an archiver adds beside the user's (macOS's resource forks and folder settings)."""
+    return name.startswith("__MACOSX/") or name.rsplit("/", 1)[-1] == ".DS_Store"
 
 
 __all__ = [
