@@ -35,4 +35,6 @@ def test_the_extras_bring_the_emulator_pandas_and_gx_with_pandas():
     assert extras["emulator"] == {"starlette", "uvicorn"}  # the multipart parser is its own
     assert extras["pandas"] == {"pandas"}
     assert extras["gx"] == {"great-expectations", "airflow-tables[pandas]"}
-    assert set(extras) == {"emulator", "pandas", "gx", "s3"}  # the test tools are a dependency group, unpublished
+    assert extras["parquet"] == {"pyarrow"}  # Parquet and JSON Lines, converted to CSV
+    # The test tools are a dependency group, unpublished.
+    assert set(extras) == {"emulator", "pandas", "gx", "parquet", "s3"}

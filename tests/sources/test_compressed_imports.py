@@ -12,19 +12,16 @@ import gzip
 import lzma
 import zipfile
 import zlib
-from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
-from tests._dag_files import install
 from tests.operators._runs import state, xcom
+from tests.sources._formats import run_formats, table_of
 from tests.sources.conftest import CONN_ID
 
 from airflow_tables.sources import Reading, SourceError, open_source, read_plan
 from airflow_tables.validation import validate_source
 from airflow_tables.validation.rules import MAX_BYTES
 
-DAG_FILE = Path(__file__).with_name("dag_compressed.py")
 HEADER = b"order_id,region,amount\n"
 ROWS = 3000
 CSV = HEADER + b"".join(b"%d,north,%d\n" % (i, i * 3) for i in range(ROWS))
@@ -53,31 +50,19 @@ FORMATS = {
 }
 
 
-def _run(**files: str):
-    dag = install(DAG_FILE).compressed
-    when = datetime.now(UTC)
-    return dag.test(run_conf=files, logical_date=when, run_after=when)
-
-
-def _table(card_id: str):
-    from airflow_tables.hooks.tables import DataTablesHook
-
-    return DataTablesHook().table(None, card_id)
-
-
 @pytest.mark.parametrize("name", sorted(FORMATS))
 def test_a_compressed_file_is_imported_decompressed_validated_or_not(name, dags_module, datatables_conn, tmp_path):
     path = tmp_path / name
     path.write_bytes(FORMATS[name](CSV))
 
-    dag_run = _run(validated=str(path), unchecked=str(path))
+    dag_run = run_formats(validated=str(path), unchecked=str(path))
 
     for task in ("validated", "unchecked"):
         assert state(dag_run, task) == "success", task
         card_id = xcom(dag_run, task)
         assert datatables_conn.received_bytes(card_id) == CSV, task  # every member, every row
-        table = _table(card_id)
-        assert (table.name, table.rows) == ("orders", ROWS), task
+        made = table_of(card_id)
+        assert (made.name, made.rows) == ("orders", ROWS), task
 
 
 def test_a_gzip_file_named_csv_is_told_by_its_first_bytes(dags_module, datatables_conn, tmp_path):
@@ -87,7 +72,7 @@ def test_a_gzip_file_named_csv_is_told_by_its_first_bytes(dags_module, datatable
     source = open_source(path)
     assert source.compression is not None and source.compression.name == "gzip"
     assert read_plan(source).reading is Reading.STAGED
-    dag_run = _run(validated=str(path), unchecked=str(path))
+    dag_run = run_formats(validated=str(path), unchecked=str(path))
 
     for task in ("validated", "unchecked"):
         assert state(dag_run, task) == "success", task
@@ -102,7 +87,7 @@ def test_a_file_cut_short_fails_before_sending_naming_where(dags_module, datatab
     credits = datatables_conn.credits()
 
     report = validate_source(open_source(path))
-    dag_run = _run(validated=str(path), unchecked=str(path))
+    dag_run = run_formats(validated=str(path), unchecked=str(path))
 
     assert not report.ok
     message = str(report.errors[0])
@@ -149,12 +134,12 @@ def test_a_compressed_object_is_read_once_and_imported(dags_module, datatables_c
     key = "exports/2026-11-29/orders.csv.gz"
     s3_server.put(bucket, key, _two_members(CSV))
 
-    dag_run = _run(validated=f"s3://{CONN_ID}@{bucket}/{key}")
+    dag_run = run_formats(validated=f"s3://{CONN_ID}@{bucket}/{key}")
 
     assert state(dag_run, "validated") == "success"
     card_id = xcom(dag_run, "validated")
     assert datatables_conn.received_bytes(card_id) == CSV
-    assert _table(card_id).name == "orders"
+    assert table_of(card_id).name == "orders"
     assert s3_server.reads(bucket, key) == 1  # decompressed into the copy that is validated and sent
 
 
@@ -166,7 +151,7 @@ def test_a_plain_named_object_stored_compressed_is_validated_and_sent_decompress
     uri = f"s3://{CONN_ID}@{bucket}/{key}"
 
     report = validate_source(open_source(uri))
-    dag_run = _run(validated=uri)
+    dag_run = run_formats(validated=uri)
 
     assert report.ok and report.rows == ROWS
     assert state(dag_run, "validated") == "success"
@@ -176,18 +161,14 @@ def test_a_plain_named_object_stored_compressed_is_validated_and_sent_decompress
 def test_a_plain_named_object_stored_compressed_and_sent_unchecked_is_cut_off(datatables_conn, s3_server, bucket):
     from tests.sources.conftest import cut_off_import
 
+    from airflow_tables.hooks.tables import DataTablesHook
+
     key = "exports/unchecked.csv"
     s3_server.put(bucket, key, gzip.compress(CSV))
 
-    message = cut_off_import(DataTablesHook_(), datatables_conn, f"s3://{CONN_ID}@{bucket}/{key}")
+    message = cut_off_import(DataTablesHook(), datatables_conn, f"s3://{CONN_ID}@{bucket}/{key}")
 
     assert "gzip" in message and ".gz" in message, message
-
-
-def DataTablesHook_():  # noqa: N802 - the hook, made where the connection is set
-    from airflow_tables.hooks.tables import DataTablesHook
-
-    return DataTablesHook()
 
 
 def test_the_cli_validates_a_compressed_file(tmp_path, capsys):

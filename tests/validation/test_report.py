@@ -265,9 +265,9 @@ def test_the_heading_row_gets_the_byte_checks_data_rows_get(tmp_path, content, c
     [
         (__import__("gzip").compress(__import__("gzip").compress(b"a,b\n1,2\n")), "a gzip file"),
         (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1\x00\x00" + bytes(500), "an Excel 97-2003 workbook (xls)"),
-        (b"PAR1\x15\x04\x15\x10" + bytes(100), "a Parquet file"),
+        (__import__("gzip").compress(b"PAR1\x15\x04\x15\x10" + bytes(100)), "a Parquet file"),
     ],
-    ids=["gzip-in-gzip", "xls", "parquet"],
+    ids=["gzip-in-gzip", "xls", "parquet-in-gzip"],
 )
 def test_a_binary_file_is_named_as_what_it_is(tmp_path, content, kind):
     report = validate_csv(write(tmp_path, content))
@@ -285,6 +285,17 @@ def test_a_binary_file_is_named_as_what_it_is(tmp_path, content, kind):
 def test_a_compressed_csv_is_validated_as_the_csv_it_holds(tmp_path, content):
     report = validate_csv(write(tmp_path, content))
     assert report.ok and report.columns == ["a", "b"] and report.rows == 1
+
+
+def test_a_parquet_file_named_csv_is_read_as_parquet_and_a_broken_one_refused(tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"a": [1, 2]}), tmp_path / "data.csv")
+    assert validate_csv(tmp_path / "data.csv").rows == 2
+    report = validate_csv(write(tmp_path, b"PAR1\x15\x04\x15\x10" + bytes(100), name="broken.csv"))
+    (problem,) = report.errors
+    assert problem.code == "not-csv" and "a Parquet file" in problem.message and "cut short" in problem.message
 
 
 def test_an_office_document_is_not_taken_for_a_zip_of_a_csv(tmp_path):

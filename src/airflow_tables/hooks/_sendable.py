@@ -27,16 +27,28 @@ def sendable(file_path: Any, encoding: str | None = None) -> Iterator[Source]:
     from airflow_tables.validation.rules import MAX_BYTES
 
     with contextlib.ExitStack() as stack:
-        try:
+        with refused_before_sending():
             found = open_source(file_path, encoding=encoding)
             source = found if found.size_known else stack.enter_context(staged(found, max_bytes=MAX_BYTES))
             if not source.complete:
-                once = " once decompressed" if found.compression is not None else " once converted to UTF-8"
+                once = " once decompressed" if found.compression is not None else " once converted to CSV in UTF-8"
                 raise SourceError(source.label, f"it is more than the service's {MAX_BYTES:,} bytes{once}")
             source.utf8_size()
-        except SourceError as err:
-            raise type(err)(err.label, f"{err.reason}; nothing was sent to the Data Tables Service.") from None
         yield source
 
 
-__all__ = ["sendable"]
+@contextlib.contextmanager
+def refused_before_sending() -> Iterator[None]:
+    """A :class:`SourceError` raised in the block says that nothing was sent (it is raised before any request)."""
+    try:
+        yield
+    except SourceError as err:
+        reason = f"{err.reason}; nothing was sent to the Data Tables Service."
+        try:
+            said = type(err)(err.label, reason)  # the same kind (not found, not allowed), saying so
+        except TypeError:  # a kind made otherwise (CompressedAfterAll)
+            said = SourceError(err.label, reason)
+        raise said from None
+
+
+__all__ = ["refused_before_sending", "sendable"]

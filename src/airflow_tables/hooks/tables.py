@@ -45,7 +45,7 @@ from airflow_tables.hooks._http import (
     uncertain_import,
 )
 from airflow_tables.hooks._ids import CARD_ID, card_segment
-from airflow_tables.hooks._sendable import sendable
+from airflow_tables.hooks._sendable import refused_before_sending, sendable
 from airflow_tables.hooks._transport import AsyncTransport, SyncTransport, new_session
 from airflow_tables.hooks.waits import TableWaits
 from airflow_tables.model import (
@@ -57,7 +57,7 @@ from airflow_tables.model import (
     cards_of,
     missing_from,
 )
-from airflow_tables.sources import Source
+from airflow_tables.sources import Source, open_source
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -329,6 +329,7 @@ class DataTablesHook(TableWaits, ConnectionForm, DeprecatedMethods, BaseHook):
         max_bad_fraction: float | None = None,
         rejects_path: str | None = None,
         column_types: dict[str, str] | None = None,
+        input_format: str | None = None,
     ) -> str:
         """Upload a CSV as a new table, or as ``card_id``'s new data; return the CardID. Costs one credit.
 
@@ -352,12 +353,19 @@ class DataTablesHook(TableWaits, ConnectionForm, DeprecatedMethods, BaseHook):
         ``column_types`` judge the file's rows one by one first, as the import operators do
         (docs/operators/import.md, "Bad rows"): the good rows are sent, the bad ones written to the
         rejects file; a refused file raises :class:`CsvValidationError` before any request.
+
+        A compressed file (gzip, bzip2, xz, zstandard, a zip of one CSV) is sent decompressed;
+        Parquet and JSON Lines (``input_format``, or told by the file's first bytes and suffix)
+        converted to CSV (docs/sources.md).
         """
         from airflow_tables.hooks._rows import rows_to_send
         from airflow_tables.hooks.send_once import import_in_task
         from airflow_tables.validation.quarantine import RowCheck
 
         check = RowCheck.of(on_bad_rows, max_bad_rows, max_bad_fraction, rejects_path, column_types)
+        if input_format is not None:
+            with refused_before_sending():
+                file_path = open_source(file_path, encoding=encoding, input_format=input_format)
         context = _task_context()
         if not check.sorts:
             if context is None:

@@ -36,6 +36,7 @@ def check_options(
     skip_if_unchanged: bool,
     encoding: str | None,
     allowed_sources: str | Sequence[str] | None,
+    input_format: str | None = None,
 ) -> None:
     """Refuse, when the DAG is parsed (``ValueError``), options that no run could use."""
     check_wait(poll_interval, timeout)
@@ -50,6 +51,11 @@ def check_options(
         from airflow_tables.sources.transcode import declared
 
         declared(encoding)
+    if input_format is not None:
+        from airflow_tables.sources.tabular import CSV, input_format_of
+
+        if input_format_of("input_format", "", b"", input_format) is not CSV and encoding is not None:
+            raise ValueError(f"encoding= is for a CSV's text; {input_format} text is UTF-8")
 
 
 def arguments_problem(
@@ -146,7 +152,9 @@ def opened_source(task: DataTablesImportOperator) -> Iterator[Source]:
     )
     with contextlib.ExitStack() as stack:
         try:
-            source = open_source(task.file_path, encoding=task.encoding, allowed=task.allowed_sources)
+            source = open_source(
+                task.file_path, encoding=task.encoding, allowed=task.allowed_sources, input_format=task.input_format
+            )
             if checked:
                 copy = (
                     scanned_copy(source, column_types=needs_column_types(task))

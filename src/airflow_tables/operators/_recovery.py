@@ -141,7 +141,9 @@ def still_read_from_the_same_file(task: Any, job: Job) -> bool:
     if job.stamp is None or task.hook.look(job.project_id, job.watch).status is not TableStatus.BEING_READ:
         return False
     try:
-        source = open_source(task.file_path, encoding=task.encoding, allowed=task.allowed_sources)
+        source = open_source(
+            task.file_path, encoding=task.encoding, allowed=task.allowed_sources, input_format=task.input_format
+        )
     except (SourceError, PermissionError, ValueError):
         return False
     return file_stamp(task.file_path, source) == job.stamp

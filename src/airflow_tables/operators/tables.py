@@ -113,6 +113,10 @@ class DataTablesImportOperator(ImportJobSteps, ResumableJobMixin, _DataTablesOpe
         refreshed it since (the record is the table's last asset event, shared by every DAG).
     :param encoding: the file's encoding, a Python codec name such as ``cp1252``; checked in it and
         sent as UTF-8. Default: the file must be UTF-8.
+    :param input_format: ``"csv"``, ``"parquet"`` or ``"jsonl"``; ``None``: told by the file's first
+        bytes and its suffix. Parquet and JSON Lines are converted to CSV by exact rules
+        (docs/sources.md, "Parquet and JSON Lines"; needs ``airflow-tables[parquet]``). A file
+        compressed with gzip, bzip2, xz, zstandard or a zip of one CSV is decompressed whatever this says.
     :param allowed_sources: prefixes ``file_path`` must be under (not templated), narrowing
         ``[datatables] allowed_sources``; a file outside fails before any request, without retry.
     :param table_name: the name people see (templated): the file part is sent as ``<table_name>.csv``
@@ -166,6 +170,7 @@ class DataTablesImportOperator(ImportJobSteps, ResumableJobMixin, _DataTablesOpe
         conflict_retries: int = 3,
         skip_if_unchanged: bool = False,
         encoding: str | None = None,
+        input_format: str | None = None,
         allowed_sources: str | Sequence[str] | None = None,
         table_name: str | None = None,
         on_read_mismatch: str = "fail",
@@ -186,7 +191,7 @@ class DataTablesImportOperator(ImportJobSteps, ResumableJobMixin, _DataTablesOpe
         BadRowPolicy(on_bad_rows, max_bad_rows, max_bad_fraction)  # one no run could use fails the DAG's parse
         _schema.check_policy(on_schema_change, approval_timeout)
         _backfill.check_choice(if_older)
-        check_options(poll_interval, timeout, card_id, skip_if_unchanged, encoding, allowed_sources)
+        check_options(poll_interval, timeout, card_id, skip_if_unchanged, encoding, allowed_sources, input_format)
         if on_read_mismatch not in ("fail", "warn"):
             raise ValueError(f"on_read_mismatch must be 'fail' or 'warn', not {on_read_mismatch!r}")
         # The table's asset is known only at run time (a new table's CardID, a templated id, the
@@ -205,6 +210,7 @@ class DataTablesImportOperator(ImportJobSteps, ResumableJobMixin, _DataTablesOpe
         self.conflict_retries = conflict_retries
         self.skip_if_unchanged = skip_if_unchanged
         self.encoding = encoding
+        self.input_format = input_format
         self.allowed_sources = allowed_sources
         self.table_name = table_name
         self.on_read_mismatch = on_read_mismatch

@@ -52,6 +52,7 @@ from airflow_tables.sources.storage import (
     local_size,
     stat_object,
 )
+from airflow_tables.sources.tabular import CSV, InputFormat, csv_stream, input_format_of
 from airflow_tables.sources.transcode import (
     Codec,
     Converter,
@@ -85,6 +86,9 @@ __all__ = [
 
 #: Bytes copied at a time into a staged copy.
 COPY_BLOCK = 1024 * 1024
+#: How many times the CSV limit a compressed Parquet or JSON Lines file may decompress to before it is
+#: converted (JSON repeats its keys on every line; a file larger than this is refused, not spooled).
+SPOOL_FACTOR = 8
 #: How much of a converted source's stored bytes its staged copy keeps (``Source.stored_head``): the
 #: sample validation reads to see whether a declared encoding misreads a UTF-8 file.
 STORED_HEAD_BYTES = 64 * 1024
@@ -157,6 +161,9 @@ class Source:
     #: The format its stored bytes are compressed in (:mod:`.compressed`); ``None`` for a plain file.
     #: A compressed source is always read from its staged, decompressed copy (:func:`read_plan`).
     compression: Compression | None = None
+    #: What its (decompressed) bytes are: a CSV, or Parquet or JSON Lines (:mod:`.tabular`), which
+    #: is read from its staged copy, converted to CSV; ``name`` is then the CSV's (``orders.csv``).
+    input_format: InputFormat = CSV
 
     @property
     def encoding(self) -> str | None:
@@ -168,15 +175,16 @@ class Source:
     def size_known(self) -> bool:
         """Whether the size the service receives can be told before the bytes are sent (:meth:`utf8_size`).
 
-        Not for a compressed file: its decompressed size is known once it is decompressed, so
-        it is sent from its staged copy (an upload states its length before its first byte).
+        Not for a compressed file, nor Parquet or JSON Lines: their CSV's size is known once it
+        is written, so they are sent from their staged copy (an upload states its length before
+        its first byte).
         """
-        return self.compression is None
+        return self.compression is None and self.input_format is CSV
 
     @property
     def is_local_utf8(self) -> bool:
-        """A local file sent as it is: every reader can use it directly."""
-        return self.local_path is not None and self.codec is None and self.compression is None
+        """A local CSV sent as it is: every reader can use it directly."""
+        return self.local_path is not None and self.codec is None and self.size_known
 
     def copy_scan_for(self, made_with: Hashable) -> CopyScan[Any] | NotCopyScanned:
         """The scan made while this copy was written, when it was made with ``made_with``; else why not."""
@@ -222,6 +230,18 @@ class Source:
         read, not described by bytes that are not the ones listed.
         """
         return cast(BinaryIO, _Listed(self.opener(), self.label, self.stored_size, self.compression is None))
+
+    def open_csv(self, limit: int | None = None) -> BinaryIO:
+        """The CSV bytes the service receives, before any encoding is converted: decompressed, converted from
+        Parquet or JSON Lines (:mod:`.tabular`, which reads a seekable file: an object's, or a compressed
+        file's, bytes are first spooled to a temporary file, at most :data:`SPOOL_FACTOR` times ``limit``).
+        """
+        if self.input_format is CSV:
+            return self.open_decompressed(limit)
+        if self.local_path is not None and self.compression is None:
+            return csv_stream(open(self.local_path, "rb"), self.input_format, self.label)  # noqa: SIM115 - closed with it
+        spool_limit = None if limit is None else SPOOL_FACTOR * limit
+        return csv_stream(_spooled(self, spool_limit), self.input_format, self.label)
 
     def open_decompressed(self, limit: int | None = None) -> BinaryIO:
         """The bytes as stored, decompressed (:meth:`open_listed` for a plain file), at most ``limit`` + 1 of them.
@@ -272,8 +292,8 @@ class Source:
         Raises :class:`SourceError` when a byte is not valid in the declared encoding. A compressed
         file has no such size until it is decompressed: its staged copy (:func:`staged`) has.
         """
-        if self.compression is not None:
-            raise ValueError(f"{self.label} is {self.compression.name}-compressed: its staged copy has a size")
+        if not self.size_known:
+            raise ValueError(f"{self.label} is compressed or not a CSV: its staged copy has a size")
         return self.stored_size if self.codec is None else self._counted_utf8_size
 
     @functools.cached_property
@@ -325,7 +345,13 @@ def _plain_pieces(pieces: Iterator[memoryview], label: str) -> Iterator[memoryvi
         yield piece
 
 
-def open_source(file: Any, encoding: str | None = None, *, allowed: str | Sequence[str] | None = None) -> Source:
+def open_source(
+    file: Any,
+    encoding: str | None = None,
+    *,
+    allowed: str | Sequence[str] | None = None,
+    input_format: str | None = None,
+) -> Source:
     """Find ``file`` (a local path, an ``ObjectStoragePath``, a URI or a :class:`Source`) and say how to read it.
 
     Reads nothing but the object's metadata, and only once the file is known to be an
@@ -339,6 +365,7 @@ def open_source(file: Any, encoding: str | None = None, *, allowed: str | Sequen
     codec = declared(encoding)
     if isinstance(file, Source):
         return file if encoding is None else replace(file, codec=codec)
+    # input_format: "csv", "parquet", "jsonl", or None (told by the file's first bytes and its suffix).
     narrowed = None if allowed is None else parse_prefixes(allowed, ARGUMENT)
     if is_storage_path(file) or is_uri(file):
         label = label_of(file)
@@ -346,25 +373,73 @@ def open_source(file: Any, encoding: str | None = None, *, allowed: str | Sequen
         obj = stat_object(file, check_local=lambda local: check_path(label, local, narrowed))
         # An object's first bytes are not read here (that would be a request of its own): its suffix
         # says it is compressed, and a stream of a plain-named one checks its first bytes (_Listed).
-        head = _head(obj.local_path) if obj.local_path is not None else b""
+        head, tail = _ends(obj.local_path) if obj.local_path is not None else (b"", b"")
         compression = detect(label, obj.name, head) if head else by_suffix(label, obj.name)
-        name = compression.strip_suffix(obj.name) if compression else obj.name
+        kind, name = _kind(label, obj.name, compression, (head, tail), input_format, codec)
         return Source(
-            label, name, obj.size, obj.local_path, codec, obj.open, version=obj.version, compression=compression
+            label,
+            name,
+            obj.size,
+            obj.local_path,
+            codec,
+            obj.open,
+            version=obj.version,
+            compression=compression,
+            input_format=kind,
         )
     path = os.fspath(file)
     check_path(path, path, narrowed)
     size = local_size(path)
-    compression = detect(path, os.path.basename(path), _head(path))
-    name = compression.strip_suffix(os.path.basename(path)) if compression else os.path.basename(path)
-    return Source(path, name, size, path, codec, local_opener(path), compression=compression)
+    head, tail = _ends(path)
+    compression = detect(path, os.path.basename(path), head)
+    kind, name = _kind(path, os.path.basename(path), compression, (head, tail), input_format, codec)
+    return Source(path, name, size, path, codec, local_opener(path), compression=compression, input_format=kind)
 
 
-def _head(path: str) -> bytes:
-    """A local file's first bytes, enough to tell whether it is compressed (:func:`.compressed.detect`)."""
+def _kind(
+    label: str,
+    stored_name: str,
+    compression: Compression | None,
+    ends: tuple[bytes, bytes],
+    declared: str | None,
+    codec: Any,
+) -> tuple[InputFormat, str]:
+    """What a file's (decompressed) bytes are, and the name its CSV is sent under (``ends``: its first, last bytes)."""
+    name = compression.strip_suffix(stored_name) if compression else stored_name
+    head, tail = (b"", b"") if compression else ends
+    kind = input_format_of(label, name, head, declared, tail)
+    if kind is not CSV and codec is not None:
+        raise ValueError(f"encoding= is for a CSV's text; {kind.name} text is UTF-8 (declared for {label})")
+    return kind, kind.csv_name(name)
+
+
+def _spooled(source: Source, limit: int | None) -> BinaryIO:
+    """``source``'s decompressed bytes in a temporary file (removed when closed), for a reader that seeks."""
+    import tempfile
+
+    spool = cast(BinaryIO, tempfile.TemporaryFile(prefix="airflow-tables-"))  # noqa: SIM115 - the caller's
+    try:
+        with source.open_decompressed(limit) as stored:
+            written = 0
+            while block := stored.read(COPY_BLOCK):
+                written += len(block)
+                if limit is not None and written > limit:
+                    raise SourceError(source.label, f"it is more than {limit:,} bytes once decompressed")
+                spool.write(block)
+        spool.seek(0)
+    except BaseException:
+        spool.close()
+        raise
+    return spool
+
+
+def _ends(path: str) -> tuple[bytes, bytes]:
+    """A local file's first and last bytes: enough to tell whether it is compressed, or Parquet."""
     try:
         with open(path, "rb") as f:
-            return f.read(MAGIC_BYTES)
+            head = f.read(MAGIC_BYTES)
+            f.seek(max(0, os.fstat(f.fileno()).st_size - 4))
+            return head, f.read(4)
     except OSError as err:
         raise SourceError(path, err.strerror or type(err).__name__) from None
 
@@ -503,7 +578,7 @@ def read_plan(source: Source, *, max_bytes: int | None = None) -> ReadPlan:
     if source.is_local_utf8:
         too_large = None if source.complete else TooLarge(max_bytes or source.stored_size, at_least=True)
         return ReadPlan(source, Reading.IN_PLACE, too_large, max_bytes)
-    if source.codec is not None or source.compression is not None:
+    if source.codec is not None or not source.size_known:
         return ReadPlan(source, Reading.STAGED, max_bytes=max_bytes)
     if max_bytes is not None and source.stored_size > max_bytes:
         return ReadPlan(source, Reading.STREAMED, TooLarge(source.stored_size, at_least=False), max_bytes)
@@ -534,7 +609,7 @@ class Staging:
     def __init__(self, source: Source, copier: _Copier | None = None) -> None:
         self.source = source if copier is None else copier.source
         self._copier = copier
-        plain = self.source.codec is None and self.source.compression is None
+        plain = self.source.codec is None and self.source.size_known
         self.stream = cast(BinaryIO, copier) if copier is not None and plain else None
 
     def done(self, scan: CopyScan[Any] | None = None) -> Source:
@@ -554,10 +629,10 @@ def _copying(source: Source, max_bytes: int | None) -> Iterator[_Copier]:
     import tempfile  # not at import: the validator of local files starts in milliseconds
 
     try:
-        raw = source.open_decompressed(max_bytes)
+        raw = source.open_csv(max_bytes)
     except CompressedAfterAll as found:  # named as plain, stored compressed: read again, as what it is
         source = found.source_in(source)
-        raw = source.open_decompressed(max_bytes)
+        raw = source.open_csv(max_bytes)
     with raw, tempfile.TemporaryDirectory(prefix="airflow-tables-") as tmp:
         path = os.path.join(tmp, source.name or "source.csv")
         codec = source.codec

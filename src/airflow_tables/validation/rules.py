@@ -196,7 +196,12 @@ _SIGNATURES: tuple[tuple[bytes, str, str], ...] = (
     (b"\x28\xb5\x2f\xfd", "a zstd file", "decompress it first (unzstd)"),
     (b"7z\xbc\xaf\x27\x1c", "a 7-Zip archive", "extract the CSV from it first"),
     (_OLE, "an Excel 97-2003 workbook (xls) or another Office file", _SPREADSHEET_ADVICE),
-    (b"PAR1", "a Parquet file", "convert it first (pandas.read_parquet(path).to_csv(out, index=False))"),
+    (
+        b"PAR1",
+        "a Parquet file",
+        "a whole one (ending, as it began, with PAR1) is converted to CSV with airflow-tables[parquet]; "
+        "this one is cut short or damaged",
+    ),
     (b"%PDF-", "a PDF document", "export the table from its source as CSV instead"),
     (b"SQLite format 3\x00", "an SQLite database", "export the table as CSV first (sqlite3 -csv -header)"),
     (b"\x89PNG", "a PNG image", "export the data as CSV instead"),

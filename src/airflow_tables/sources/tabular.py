@@ -1,0 +1,353 @@
+"""Parquet and JSON Lines read as the CSV the service receives: converted a batch at a time, by exact rules.
+
+The service takes one CSV. A lake's Parquet file or an event stream's JSON Lines is converted
+here, as a stream of CSV bytes (:func:`csv_stream`) that :mod:`airflow_tables.sources` copies
+into the task's one bounded local file, where validation and the upload read it as any CSV.
+Memory stays bounded: a Parquet file is read a row group, then a batch, at a time; JSON Lines a
+block of lines at a time. Every value is converted by pyarrow's compute kernels (C++), a column
+at a time, never a Python object per value.
+
+The rules (``docs/sources.md``, "Parquet and JSON Lines", says them for users):
+
+* whole numbers as written (every digit of a 64-bit integer); floats in their shortest
+  round-trip form (``0.1``, ``100``, ``1e+20``, ``nan``, ``inf``; a float32 by float32's);
+* booleans ``true`` / ``false``; decimals as written, with their scale (``1.2300``);
+* dates ``2026-11-29``; times ``12:30:00.250000``; timestamps ISO 8601, ``2026-11-29T12:30:00``
+  with the fraction the unit holds (none when it is zero: Parquet stores seconds as
+  milliseconds), and the zone they carry as an offset, in that zone's local time
+  (``2026-11-29T13:30:00+01:00``); a naive timestamp stays naive;
+* a null is an empty field (and so is an empty string: CSV cannot tell them apart); a line that
+  would be empty (one column, empty) is written ``""``, so that no reader skips it as blank;
+* strings as they are, quoted only when they hold a comma, a quote or a line break;
+* the header from the schema's names;
+* nested (list, struct, map, union), binary and duration columns have no CSV form: the file is
+  refused naming them, before anything is converted; so is a schema of more than 300 columns.
+
+JSON Lines: each line one object. A key missing from a line is a null; the columns are every
+key found in the file, in the order they first appear; a key whose values are numbers in some
+lines and text in others is refused naming it. The file is read twice (once for its keys and
+their kinds, once to convert): it is the task's local copy, read from the page cache.
+
+pyarrow is an optional dependency (``airflow-tables[parquet]``), imported only here and only
+when such a file is read.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, BinaryIO, cast
+
+from airflow_tables.sources.errors import SourceError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+#: The service's column limit (``validation/rules.py``'s ``MAX_COLUMNS``, which sources may not import).
+MAX_COLUMNS = 300
+#: Rows converted at a time: a batch's CSV is a few MiB for a typical row.
+BATCH_ROWS = 64 * 1024
+#: Bytes of JSON Lines parsed at a time (cut at a line's end).
+JSON_BLOCK = 16 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class InputFormat:
+    """A kind of file the service's CSV is made from: its name, the suffixes it carries, its first bytes."""
+
+    name: str
+    suffixes: tuple[str, ...]
+    magic: bytes = b""
+
+    def csv_name(self, name: str) -> str:
+        """The upload's name for a file called ``name`` (``orders.parquet`` -> ``orders.csv``)."""
+        lowered = name.lower()
+        for suffix in self.suffixes:
+            if lowered.endswith(suffix) and len(name) > len(suffix):
+                return name[: -len(suffix)] + ".csv"
+        return name if self.name == "csv" else name + ".csv"  # converted, it is a CSV whatever it was called
+
+
+CSV = InputFormat("csv", (".csv",))
+PARQUET = InputFormat("parquet", (".parquet", ".pq"), b"PAR1")
+JSONL = InputFormat("jsonl", (".jsonl", ".ndjson"))
+INPUT_FORMATS = {f.name: f for f in (CSV, PARQUET, JSONL)}
+
+
+def input_format_of(label: str, name: str, head: bytes, declared: str | None = None, tail: bytes = b"") -> InputFormat:
+    """The format a file is in: ``declared`` (``input_format=``) when given, else its bytes, then its suffix.
+
+    ``head`` and ``tail`` are the file's first and last bytes, ``b""`` when they are not read (an
+    object, a compressed file: its suffix decides). A Parquet file begins and ends with ``PAR1``:
+    both are asked, so a CSV whose first heading is ``PAR1`` stays a CSV. Raises
+    :class:`ValueError` for an unknown ``declared``.
+    """
+    if declared is not None:
+        if declared not in INPUT_FORMATS:
+            raise ValueError(f"input_format must be one of {sorted(INPUT_FORMATS)} or None, not {declared!r}")
+        return INPUT_FORMATS[declared]
+    if head.startswith(PARQUET.magic) and tail.endswith(PARQUET.magic):
+        return PARQUET
+    lowered = name.lower()
+    return next((f for f in (PARQUET, JSONL) if lowered.endswith(f.suffixes)), CSV)
+
+
+def csv_stream(file: BinaryIO, input_format: InputFormat, label: str) -> BinaryIO:
+    """The CSV bytes of ``file`` (seekable for Parquet), a batch at a time, as a stream."""
+    pa = _pyarrow(label, input_format)
+    if input_format is PARQUET:
+        chunks = _parquet_csv(pa, file, label)
+    elif input_format is JSONL:
+        chunks = _jsonl_csv(pa, file, label)
+    else:
+        raise ValueError(f"{input_format.name} needs no conversion")
+    return cast(BinaryIO, _Chunks(chunks, file))
+
+
+def table_csv(table: pa.Table, label: str) -> Iterator[memoryview]:
+    """An Arrow table's CSV by the same rules (``import_dataframe`` writes a DataFrame's this way)."""
+    import pyarrow as pa
+
+    names = _checked_schema(table.schema, label)
+    yield memoryview(_header(names))
+    for batch in table.to_batches(BATCH_ROWS):
+        yield _batch_csv(pa, batch, label)
+
+
+# -- Parquet ---------------------------------------------------------------------------------
+
+
+def _parquet_csv(pa: Any, file: BinaryIO, label: str) -> Iterator[memoryview]:
+    import pyarrow.parquet as pq
+
+    try:
+        parquet = pq.ParquetFile(file)
+    except (pa.ArrowException, OSError) as err:
+        raise SourceError(label, f"it is not a valid Parquet file ({err})") from None
+    schema = parquet.schema_arrow
+    yield memoryview(_header(_checked_schema(schema, label)))
+    try:
+        for batch in parquet.iter_batches(batch_size=BATCH_ROWS, use_threads=True):
+            yield _batch_csv(pa, batch, label)
+    except (pa.ArrowException, OSError) as err:
+        raise SourceError(label, f"its Parquet data cannot be read ({err})") from None
+
+
+# -- JSON Lines ------------------------------------------------------------------------------
+
+
+def _jsonl_csv(pa: Any, file: BinaryIO, label: str) -> Iterator[memoryview]:
+    schema = _jsonl_schema(pa, file, label)
+    yield memoryview(_header(_checked_schema(schema, label)))
+    file.seek(0)
+    for block, first_line in _line_blocks(file):
+        table = _parse_json(pa, block, first_line, label, schema)
+        for batch in table.to_batches(BATCH_ROWS):
+            yield _batch_csv(pa, batch, label)
+
+
+def _jsonl_schema(pa: Any, file: BinaryIO, label: str) -> pa.Schema:
+    """Every key of the file in the order it first appears, each with one kind (numbers widen to float)."""
+    fields: dict[str, Any] = {}
+    where: dict[str, int] = {}
+    for block, first_line in _line_blocks(file):
+        for field in _parse_json(pa, block, first_line, label).schema:
+            known = fields.get(field.name)
+            if known is None or pa.types.is_null(known):
+                fields[field.name], where[field.name] = field.type, first_line
+            elif not pa.types.is_null(field.type) and known != field.type:
+                fields[field.name] = _widened(pa, field.name, known, field.type, where[field.name], first_line, label)
+    return pa.schema([pa.field(name, kind) for name, kind in fields.items()])
+
+
+def _widened(pa: Any, name: str, a: Any, b: Any, line_a: int, line_b: int, label: str) -> Any:
+    """The one kind two blocks' kinds of a key become: numbers widen to float64; anything else is refused."""
+    numeric = pa.types.is_integer(a) or pa.types.is_floating(a), pa.types.is_integer(b) or pa.types.is_floating(b)
+    if all(numeric):
+        return pa.float64()
+    raise SourceError(
+        label,
+        f"the key {name!r} holds {a} from line {line_a:,} and {b} from line {line_b:,} on; "
+        "a column must hold one kind of value",
+    )
+
+
+def _line_blocks(file: BinaryIO) -> Iterator[tuple[bytes, int]]:
+    """The file in blocks of about :data:`JSON_BLOCK` bytes, each ending at a line's end, with its first line."""
+    line, rest = 1, b""
+    while True:
+        data = file.read(JSON_BLOCK)
+        if not data:
+            if rest.strip():
+                yield rest, line
+            return
+        data = rest + data
+        cut = data.rfind(b"\n") + 1
+        block, rest = data[:cut], data[cut:]
+        if block.strip():
+            yield block, line
+        line += block.count(b"\n")
+
+
+def _parse_json(pa: Any, block: bytes, first_line: int, label: str, schema: Any = None) -> pa.Table:
+    import pyarrow.json as pj
+
+    options = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore" if schema else "infer")
+    try:
+        return pj.read_json(io.BytesIO(block), parse_options=options)
+    except pa.ArrowException as err:
+        changed = re.search(r"Column\(/(.+?)\) changed from (\w+) to (\w+) in row (\d+)", str(err))
+        if changed:
+            key, before, after, row = changed.groups()
+            line = _line_of_row(block, int(row), first_line)
+            raise SourceError(
+                label,
+                f"the key {key!r} holds a {before} before line {line:,} and a {after} on it; "
+                "a column must hold one kind of value",
+            ) from None
+        raise SourceError(label, f"its JSON Lines from line {first_line:,} on cannot be read ({err})") from None
+
+
+def _line_of_row(block: bytes, row: int, first_line: int) -> int:
+    """The file's line of a block's ``row`` (0-based, as Arrow counts them: blank lines are not rows)."""
+    for number, line in enumerate(block.split(b"\n"), first_line):
+        if line.strip():
+            if row == 0:
+                return number
+            row -= 1
+    return first_line
+
+
+# -- the rules -------------------------------------------------------------------------------
+
+
+def _checked_schema(schema: Any, label: str) -> list[str]:
+    """The header's names; refuses a schema too wide, or with a column that has no CSV form (naming them)."""
+    if len(schema) > MAX_COLUMNS:
+        raise SourceError(label, f"it has {len(schema)} columns; the service takes at most {MAX_COLUMNS}")
+    refused = [f"{field.name} ({field.type})" for field in schema if _no_csv_form(field.type)]
+    if refused:
+        raise SourceError(
+            label,
+            f"{'these columns have' if len(refused) > 1 else 'this column has'} no CSV form: {', '.join(refused)} "
+            "(nested, binary or duration values); select the other columns, or flatten them, first",
+        )
+    return [field.name for field in schema]
+
+
+def _no_csv_form(kind: Any) -> bool:
+    import pyarrow as pa
+
+    if pa.types.is_dictionary(kind):
+        return _no_csv_form(kind.value_type)
+    return bool(
+        pa.types.is_nested(kind)
+        or pa.types.is_binary(kind)
+        or pa.types.is_large_binary(kind)
+        or pa.types.is_fixed_size_binary(kind)
+        or getattr(pa.types, "is_binary_view", lambda _: False)(kind)
+        or pa.types.is_duration(kind)
+        or pa.types.is_interval(kind)
+    )
+
+
+def _header(names: list[str]) -> bytes:
+    return (",".join(_quoted_name(name) for name in names) + "\n").encode()
+
+
+def _quoted_name(name: str) -> str:
+    return f'"{name.replace(chr(34), chr(34) * 2)}"' if any(c in name for c in ',"\r\n') else name
+
+
+def _batch_csv(pa: Any, batch: Any, label: str) -> memoryview:
+    """One batch's rows as CSV bytes (every line ending in ``\\n``), from its columns' text."""
+    import pyarrow.compute as pc
+
+    if batch.num_rows == 0:
+        return memoryview(b"")
+    columns = [_field_text(pa, pc, column) for column in batch.columns]
+    if len(columns) == 1:  # a line that would be empty is written "" (no reader skips it as blank)
+        columns = [pc.if_else(pc.equal(columns[0], ""), '""', columns[0])]
+    lines = pc.binary_join_element_wise(*columns, ",") if len(columns) > 1 else columns[0]
+    lines = pc.binary_join_element_wise(lines, pa.scalar("", pa.string()), "\n")  # each line and its end
+    lines = lines.combine_chunks() if isinstance(lines, pa.ChunkedArray) else lines
+    offsets, data = lines.buffers()[1], lines.buffers()[2]
+    start, end = _offset(offsets, lines.offset), _offset(offsets, lines.offset + len(lines))
+    return memoryview(data)[start:end]
+
+
+def _offset(buffer: Any, index: int) -> int:
+    return int.from_bytes(memoryview(buffer)[index * 4 : index * 4 + 4], "little", signed=True)
+
+
+def _field_text(pa: Any, pc: Any, column: Any) -> Any:
+    """A column's values as CSV fields (string, no nulls), by the module's rules."""
+    kind = column.type
+    if pa.types.is_dictionary(kind):
+        column = column.dictionary_decode()
+        kind = column.type
+    if pa.types.is_null(kind):
+        return pa.array([""] * len(column), pa.string())
+    if pa.types.is_timestamp(kind):
+        text = pc.strftime(column, "%Y-%m-%dT%H:%M:%S%z" if kind.tz else "%Y-%m-%dT%H:%M:%S")
+        text = pc.replace_substring_regex(text, r"\.0+($|[+-])", r"\1")  # a fraction of zeros says nothing
+        if kind.tz:  # +0100 -> +01:00: ISO 8601's extended offset
+            text = pc.replace_substring_regex(text, r"([+-]\d\d)(\d\d)$", r"\1:\2")
+    elif pa.types.is_date(kind):
+        text = pc.strftime(column, "%Y-%m-%d")
+    elif pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        text = column.cast(pa.string()) if pa.types.is_large_string(kind) else column
+    else:
+        text = column.cast(pa.string())  # numbers, booleans, decimals, times: Arrow's exact forms
+    text = pc.fill_null(text, "")
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        needs = pc.match_substring_regex(text, '[,"\r\n]')
+        if pc.any(needs).as_py():
+            quoted = pc.binary_join_element_wise('"', pc.replace_substring(text, '"', '""'), '"', "")
+            text = pc.if_else(needs, quoted, text)
+    return text
+
+
+def _pyarrow(label: str, input_format: InputFormat) -> Any:
+    try:
+        import pyarrow as pa
+    except ImportError:
+        raise SourceError(
+            label, f"reading {input_format.name} needs pyarrow: pip install 'airflow-tables[parquet]'"
+        ) from None
+    return pa
+
+
+class _Chunks(io.RawIOBase):
+    """A stream of the bytes an iterator of chunks yields; closing it closes ``underlying`` too."""
+
+    def __init__(self, chunks: Iterable[memoryview], underlying: BinaryIO) -> None:
+        super().__init__()
+        self._chunks = iter(chunks)
+        self._current = memoryview(b"")
+        self._underlying = underlying
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer).cast("B")
+        while not len(self._current):
+            chunk = next(self._chunks, None)
+            if chunk is None:
+                return 0
+            self._current = chunk.cast("B") if chunk.format != "B" else chunk
+        n = min(len(view), len(self._current))
+        view[:n] = self._current[:n]
+        self._current = self._current[n:]
+        return n
+
+    def close(self) -> None:
+        if not self.closed:
+            self._underlying.close()
+        super().close()
+
+
+__all__ = ["CSV", "INPUT_FORMATS", "JSONL", "PARQUET", "InputFormat", "csv_stream", "input_format_of", "table_csv"]
