@@ -33,7 +33,7 @@ def test_a_worker_installs_neither_the_emulators_server_nor_pandas():
 def test_the_extras_bring_the_emulator_pandas_and_gx_with_pandas():
     _, extras = _requirements()
     assert extras["emulator"] == {"starlette", "uvicorn"}  # the multipart parser is its own
-    assert extras["pandas"] == {"pandas"}
+    assert extras["pandas"] == {"pandas", "pyarrow"}  # a DataFrame is written by the Parquet rules
     assert extras["gx"] == {"great-expectations", "airflow-tables[pandas]"}
     assert extras["parquet"] == {"pyarrow"}  # Parquet and JSON Lines, converted to CSV
     # The test tools are a dependency group, unpublished.

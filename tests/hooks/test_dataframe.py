@@ -151,3 +151,31 @@ def test_without_pandas_the_error_names_the_extra(hook, emulator, monkeypatch):
     with pytest.raises(AirflowOptionalProviderFeatureException, match=r"pip install 'airflow-tables\[pandas\]'"):
         hook.import_dataframe(None, object(), "x")
     assert emulator.stats()["requests"] == []
+
+
+def test_a_frame_and_its_parquet_file_make_the_same_table(hook, emulator, tmp_path):
+    """import_dataframe writes by the Parquet conversion's rules (docs/sources.md): the same bytes reach the service."""
+    import pandas as pd
+
+    frame = pd.DataFrame(
+        {
+            "region": ["north", "south, east", 'the "west"'],
+            "amount": [100.0, 0.1, float("nan")],
+            "count": [3, 0, -7],
+            "paid": [True, False, True],
+            "at": pd.to_datetime(["2026-11-29 12:30:00", "2026-11-29 00:00:05", None]).tz_localize("Europe/Paris"),
+        }
+    )
+    frame.to_parquet(tmp_path / "orders.parquet", index=False)
+
+    from_frame = hook.import_dataframe(None, frame, "orders")
+    from_file = hook.import_csv(None, tmp_path / "orders.parquet")
+
+    sent = emulator.received_bytes(from_frame)
+    assert sent == emulator.received_bytes(from_file)
+    assert sent.decode().splitlines() == [
+        "region,amount,count,paid,at",
+        "north,100,3,true,2026-11-29T12:30:00+01:00",
+        '"south, east",0.1,0,false,2026-11-29T00:00:05+01:00',
+        '"the ""west""",,-7,true,',
+    ]

@@ -82,8 +82,8 @@ def test_each_arrow_type_with_a_csv_form_is_written_by_the_rule(array, fields):
 
 
 def test_text_is_quoted_only_where_it_must_be():
-    table = pa.table({"a": ["x", "a,b", 'q"'], "b": [1, 2, 3]})
-    assert converted(parquet_bytes(table)) == 'a,b\nx,1\n"a,b",2\n"q""",3\n'
+    table = pa.table({"a": ["x", "a,b", 'q"', "a;b", "t\tu", "p|q", "it's"], "b;c": [1, 2, 3, 4, 5, 6, 7]})
+    assert converted(parquet_bytes(table)) == ('a,"b;c"\nx,1\n"a,b",2\n"q""",3\n"a;b",4\n"t\tu",5\n"p|q",6\nit\'s,7\n')
 
 
 def test_a_line_that_would_be_empty_is_written_as_an_empty_quoted_field():

@@ -15,6 +15,8 @@ uploads the file. What a pandas user expects, and what is done (docs/hook.md, "D
   column, rather than renamed by the service to ``column_3`` or ``amount_2``.
 * **Empty frames**: a frame without columns is refused; one with columns and no rows
   makes an empty table (the validator's ``no-rows`` warning is logged).
+* **Values** are written by the rules a Parquet file's are (``sources/tabular.py``), through
+  Arrow as ``df.to_parquet`` takes the frame: a DataFrame and its Parquet file make the same table.
 * The file is validated like any other; its warnings are logged, its errors raise
   :class:`CsvValidationError` naming the frame, and its rows and columns must be the
   frame's, so a shape the user did not have is never uploaded.
@@ -26,7 +28,6 @@ pandas is imported here, never when the hook module is (Airflow parses DAG files
 
 from __future__ import annotations
 
-import csv
 import math
 import numbers
 import os
@@ -170,6 +171,37 @@ def upload_frame(df: pd.DataFrame, log: LogLike) -> pd.DataFrame:
     return frame
 
 
+def _write_by_the_rules(frame: pd.DataFrame, path: str, label: str, encoding: str | None) -> None:
+    """Write ``frame`` as the CSV a Parquet file of it becomes (``sources/tabular.py``'s rules), in ``encoding``.
+
+    The frame goes through Arrow, as ``df.to_parquet`` takes it, so a DataFrame and its Parquet
+    file make the same table: floats in their shortest round-trip form, ``true``/``false``,
+    ISO 8601 dates and timestamps in the zone they carry, text quoted only where a separator,
+    a quote or a line break is in it. A column Arrow cannot type (objects of mixed kinds) is
+    refused naming it.
+    """
+    import pyarrow as pa
+
+    from airflow_tables.sources import SourceError
+    from airflow_tables.sources.tabular import table_csv
+
+    try:
+        table = pa.Table.from_pandas(frame, preserve_index=False)
+    except (pa.ArrowException, TypeError, ValueError) as err:
+        raise ValueError(f"{label} has a column of values no CSV column holds ({err}); nothing was uploaded") from None
+    try:
+        with open(path, "wb") as out:
+            for chunk in table_csv(table, label):
+                out.write(chunk if encoding is None else bytes(chunk).decode().encode(encoding))
+    except SourceError as err:
+        raise ValueError(f"{err.reason}; nothing was uploaded") from None
+    except UnicodeEncodeError as err:
+        raise ValueError(
+            f"{label} holds text that {encoding} cannot represent: {err.object[err.start : err.end]!r}; "
+            "nothing was uploaded"
+        ) from None
+
+
 @contextmanager
 def written_csv(df: pd.DataFrame, name: str, log: LogLike, *, encoding: str | None = None) -> Iterator[str]:
     """Write ``df`` to a validated temporary CSV named after ``name``; yield its path, remove it afterwards.
@@ -190,21 +222,7 @@ def written_csv(df: pd.DataFrame, name: str, log: LogLike, *, encoding: str | No
     label = f"the DataFrame for {file_name}"
     with tempfile.TemporaryDirectory(prefix="airflow-tables-") as tmp, provider_directory(tmp):
         path = os.path.join(tmp, file_name)
-        # Text quoted, numbers not: a separator inside a value can never be taken for the file's separator.
-        try:
-            frame.to_csv(
-                path,
-                index=False,
-                chunksize=CHUNK_ROWS,
-                encoding=encoding or "utf-8",
-                lineterminator="\n",
-                quoting=csv.QUOTE_NONNUMERIC,
-            )
-        except UnicodeEncodeError as err:
-            raise ValueError(
-                f"{label} holds text that {encoding} cannot represent: {err.object[err.start : err.end]!r}; "
-                "nothing was uploaded"
-            ) from None
+        _write_by_the_rules(frame, path, label, encoding)
         report = validate_csv(path, encoding=encoding)
         log.info("%s (from the DataFrame)", report.summary())
         for warning in report.warnings:

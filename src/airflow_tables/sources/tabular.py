@@ -18,7 +18,8 @@ The rules (``docs/sources.md``, "Parquet and JSON Lines", says them for users):
   (``2026-11-29T13:30:00+01:00``); a naive timestamp stays naive;
 * a null is an empty field (and so is an empty string: CSV cannot tell them apart); a line that
   would be empty (one column, empty) is written ``""``, so that no reader skips it as blank;
-* strings as they are, quoted only when they hold a comma, a quote or a line break;
+* strings as they are, quoted only when they hold a separator a reader might choose (comma,
+  semicolon, tab, pipe), a quote or a line break;
 * the header from the schema's names;
 * nested (list, struct, map, union), binary and duration columns have no CSV form: the file is
   refused naming them, before anything is converted; so is a schema of more than 300 columns.
@@ -51,6 +52,9 @@ MAX_COLUMNS = 300
 BATCH_ROWS = 64 * 1024
 #: Bytes of JSON Lines parsed at a time (cut at a line's end).
 JSON_BLOCK = 16 * 1024 * 1024
+#: Text that is quoted: a quote, a line break, or any separator a reader may choose (the validator's
+#: and the service's candidates, validation/dialect.py: a column of "a;b" must not look like ';'-separated).
+_NEEDS_QUOTES = '[,;\t|"\r\n]'
 
 
 @dataclass(frozen=True)
@@ -107,10 +111,14 @@ def csv_stream(file: BinaryIO, input_format: InputFormat, label: str) -> BinaryI
 
 
 def table_csv(table: pa.Table, label: str) -> Iterator[memoryview]:
-    """An Arrow table's CSV by the same rules (``import_dataframe`` writes a DataFrame's this way)."""
+    """An Arrow table's CSV by the same rules (``import_dataframe`` writes a DataFrame's this way).
+
+    Its width is left to the validator that reads the CSV (a table in memory costs nothing to
+    convert); a column without a CSV form is refused here, naming it.
+    """
     import pyarrow as pa
 
-    names = _checked_schema(table.schema, label)
+    names = _checked_schema(table.schema, label, max_columns=None)
     yield memoryview(_header(names))
     for batch in table.to_batches(BATCH_ROWS):
         yield _batch_csv(pa, batch, label)
@@ -223,10 +231,10 @@ def _line_of_row(block: bytes, row: int, first_line: int) -> int:
 # -- the rules -------------------------------------------------------------------------------
 
 
-def _checked_schema(schema: Any, label: str) -> list[str]:
+def _checked_schema(schema: Any, label: str, max_columns: int | None = MAX_COLUMNS) -> list[str]:
     """The header's names; refuses a schema too wide, or with a column that has no CSV form (naming them)."""
-    if len(schema) > MAX_COLUMNS:
-        raise SourceError(label, f"it has {len(schema)} columns; the service takes at most {MAX_COLUMNS}")
+    if max_columns is not None and len(schema) > max_columns:
+        raise SourceError(label, f"it has {len(schema)} columns; the service takes at most {max_columns}")
     refused = [f"{field.name} ({field.type})" for field in schema if _no_csv_form(field.type)]
     if refused:
         raise SourceError(
@@ -258,7 +266,7 @@ def _header(names: list[str]) -> bytes:
 
 
 def _quoted_name(name: str) -> str:
-    return f'"{name.replace(chr(34), chr(34) * 2)}"' if any(c in name for c in ',"\r\n') else name
+    return f'"{name.replace(chr(34), chr(34) * 2)}"' if re.search(_NEEDS_QUOTES, name) else name
 
 
 def _batch_csv(pa: Any, batch: Any, label: str) -> memoryview:
@@ -303,7 +311,7 @@ def _field_text(pa: Any, pc: Any, column: Any) -> Any:
         text = column.cast(pa.string())  # numbers, booleans, decimals, times: Arrow's exact forms
     text = pc.fill_null(text, "")
     if pa.types.is_string(kind) or pa.types.is_large_string(kind):
-        needs = pc.match_substring_regex(text, '[,"\r\n]')
+        needs = pc.match_substring_regex(text, _NEEDS_QUOTES)
         if pc.any(needs).as_py():
             quoted = pc.binary_join_element_wise('"', pc.replace_substring(text, '"', '""'), '"', "")
             text = pc.if_else(needs, quoted, text)
