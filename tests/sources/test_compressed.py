@@ -9,6 +9,7 @@ import lzma
 import random
 import sys
 import zipfile
+import zlib
 
 import pytest
 from hypothesis import given, settings
@@ -200,3 +201,16 @@ def test_a_zip_cut_short_is_refused():
     data = zipped({"orders.csv": CSV}).getvalue()
     with pytest.raises(SourceError, match="not a valid zip"):
         open_zip_member(io.BytesIO(data[: len(data) - random.Random(1).randint(30, 200)]), "orders.zip")
+
+
+@pytest.mark.parametrize("inflate", ["zlib", "zlib_ng"])
+def test_gzip_reads_the_same_with_zlib_or_zlib_ng(monkeypatch, inflate):
+    """zlib-ng inflates when it is installed (the s3 extra brings it); zlib's own is the fallback."""
+    import airflow_tables.sources.compressed as compressed
+
+    module = zlib if inflate == "zlib" else pytest.importorskip("zlib_ng.zlib_ng")
+    monkeypatch.setattr(compressed, "_INFLATE", module)
+    members = gzip.compress(CSV[:5000]) + gzip.compress(CSV[5000:])
+    assert read_all(members, GZIP) == CSV
+    with pytest.raises(SourceError, match="cut short"):
+        read_all(members[:-20], GZIP)

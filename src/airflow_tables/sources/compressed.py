@@ -76,11 +76,20 @@ class Compression:
         return name
 
 
+def _inflater() -> Any:
+    """zlib-ng's decompressor when it is installed (twice zlib's speed here: benchmarks/NOTES.md), else zlib's."""
+    try:
+        from zlib_ng import zlib_ng
+    except ImportError:
+        return zlib
+    return zlib_ng
+
+
 class _Zlib:
     """zlib's decompressor for one gzip member, with the ``needs_input`` of bz2's and lzma's."""
 
     def __init__(self) -> None:
-        self._d = zlib.decompressobj(wbits=31)  # 16 + 15: a gzip header and trailer (its CRC-32 checked)
+        self._d = _INFLATE.decompressobj(wbits=31)  # 16 + 15: a gzip header and trailer (its CRC-32 checked)
         self._tail = b""
 
     @property
@@ -116,6 +125,7 @@ def _zstd() -> _Decompressor:
 
 #: What follows a bzip2 stream's header: a block's magic (pi), or the end of an empty stream's (sqrt(pi)).
 _BZIP2_BLOCKS = (b"\x31\x41\x59\x26\x53\x59", b"\x17\x72\x45\x38\x50\x90")
+_INFLATE = _inflater()
 GZIP = Compression("gzip", (".gz", ".gzip"), b"\x1f\x8b", _Zlib)
 BZIP2 = Compression("bzip2", (".bz2",), b"BZh", bz2.BZ2Decompressor)
 XZ = Compression("xz", (".xz",), b"\xfd7zXZ\x00", lambda: lzma.LZMADecompressor(lzma.FORMAT_XZ))
@@ -250,7 +260,7 @@ class Decompressed(io.RawIOBase):
             data = b""
         try:
             return self._member.decompress(data, wanted)
-        except (OSError, EOFError, ValueError, lzma.LZMAError, zlib.error) as err:
+        except (OSError, EOFError, ValueError, lzma.LZMAError, zlib.error, _INFLATE.error) as err:
             raise self._error(f"its {self._compression.name} data is not valid ({err})") from None
 
     def _stop_at_limit(self) -> None:

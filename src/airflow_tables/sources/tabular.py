@@ -35,7 +35,12 @@ when such a file is read.
 
 from __future__ import annotations
 
+import collections
+import concurrent.futures
+import datetime
+import functools
 import io
+import os
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -49,11 +54,14 @@ if TYPE_CHECKING:
 #: The service's column limit (``validation/rules.py``'s ``MAX_COLUMNS``, which sources may not import).
 MAX_COLUMNS = 300
 #: Rows converted at a time: a batch's CSV is a few MiB for a typical row.
-BATCH_ROWS = 64 * 1024
+BATCH_ROWS = 32 * 1024
+#: Batches converted at once, on threads of their own.
+_THREADS = min(4, os.cpu_count() or 1)
 #: Bytes of JSON Lines parsed at a time (cut at a line's end).
 JSON_BLOCK = 16 * 1024 * 1024
 #: Text that is quoted: a quote, a line break, or any separator a reader may choose (the validator's
 #: and the service's candidates, validation/dialect.py: a column of "a;b" must not look like ';'-separated).
+_QUOTED_BYTES = re.compile(rb'[,;\t|"\r\n]')
 _NEEDS_QUOTES = '[,;\t|"\r\n]'
 
 
@@ -120,8 +128,7 @@ def table_csv(table: pa.Table, label: str) -> Iterator[memoryview]:
 
     names = _checked_schema(table.schema, label, max_columns=None)
     yield memoryview(_header(names))
-    for batch in table.to_batches(BATCH_ROWS):
-        yield _batch_csv(pa, batch, label)
+    yield from _converted(pa, table.to_batches(BATCH_ROWS), label)
 
 
 # -- Parquet ---------------------------------------------------------------------------------
@@ -137,8 +144,7 @@ def _parquet_csv(pa: Any, file: BinaryIO, label: str) -> Iterator[memoryview]:
     schema = parquet.schema_arrow
     yield memoryview(_header(_checked_schema(schema, label)))
     try:
-        for batch in parquet.iter_batches(batch_size=BATCH_ROWS, use_threads=True):
-            yield _batch_csv(pa, batch, label)
+        yield from _converted(pa, parquet.iter_batches(batch_size=BATCH_ROWS, use_threads=True), label)
     except (pa.ArrowException, OSError) as err:
         raise SourceError(label, f"its Parquet data cannot be read ({err})") from None
 
@@ -150,10 +156,12 @@ def _jsonl_csv(pa: Any, file: BinaryIO, label: str) -> Iterator[memoryview]:
     schema = _jsonl_schema(pa, file, label)
     yield memoryview(_header(_checked_schema(schema, label)))
     file.seek(0)
-    for block, first_line in _line_blocks(file):
-        table = _parse_json(pa, block, first_line, label, schema)
-        for batch in table.to_batches(BATCH_ROWS):
-            yield _batch_csv(pa, batch, label)
+    batches = (
+        batch
+        for block, first_line in _line_blocks(file)
+        for batch in _parse_json(pa, block, first_line, label, schema).to_batches(BATCH_ROWS)
+    )
+    yield from _converted(pa, batches, label)
 
 
 def _jsonl_schema(pa: Any, file: BinaryIO, label: str) -> pa.Schema:
@@ -278,12 +286,34 @@ def _batch_csv(pa: Any, batch: Any, label: str) -> memoryview:
     columns = [_field_text(pa, pc, column) for column in batch.columns]
     if len(columns) == 1:  # a line that would be empty is written "" (no reader skips it as blank)
         columns = [pc.if_else(pc.equal(columns[0], ""), '""', columns[0])]
+    # The line's end goes on its last field (a copy of that column, not of every line), then one join.
+    columns[-1] = pc.binary_join_element_wise(columns[-1], pa.scalar("", pa.string()), "\n")
     lines = pc.binary_join_element_wise(*columns, ",") if len(columns) > 1 else columns[0]
-    lines = pc.binary_join_element_wise(lines, pa.scalar("", pa.string()), "\n")  # each line and its end
     lines = lines.combine_chunks() if isinstance(lines, pa.ChunkedArray) else lines
     offsets, data = lines.buffers()[1], lines.buffers()[2]
     start, end = _offset(offsets, lines.offset), _offset(offsets, lines.offset + len(lines))
     return memoryview(data)[start:end]
+
+
+@functools.cache
+def _pool() -> concurrent.futures.ThreadPoolExecutor:
+    """Threads that convert batches side by side: Arrow's kernels release the GIL."""
+    return concurrent.futures.ThreadPoolExecutor(_THREADS, thread_name_prefix="tabular")
+
+
+def _converted(pa: Any, batches: Iterable[Any], label: str) -> Iterator[memoryview]:
+    """Each batch's CSV, in order, with up to :data:`_THREADS` batches converting at once (memory: that many)."""
+    pending: collections.deque[concurrent.futures.Future[memoryview]] = collections.deque()
+    try:
+        for batch in batches:
+            pending.append(_pool().submit(_batch_csv, pa, batch, label))
+            if len(pending) >= _THREADS:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+    finally:
+        for future in pending:  # a reader that stopped early (a copy at its limit): drop the rest
+            future.cancel()
 
 
 def _offset(buffer: Any, index: int) -> int:
@@ -299,10 +329,7 @@ def _field_text(pa: Any, pc: Any, column: Any) -> Any:
     if pa.types.is_null(kind):
         return pa.array([""] * len(column), pa.string())
     if pa.types.is_timestamp(kind):
-        text = pc.strftime(column, "%Y-%m-%dT%H:%M:%S%z" if kind.tz else "%Y-%m-%dT%H:%M:%S")
-        text = pc.replace_substring_regex(text, r"\.0+($|[+-])", r"\1")  # a fraction of zeros says nothing
-        if kind.tz:  # +0100 -> +01:00: ISO 8601's extended offset
-            text = pc.replace_substring_regex(text, r"([+-]\d\d)(\d\d)$", r"\1:\2")
+        text = _timestamp_text(pa, pc, column, kind)
     elif pa.types.is_date(kind):
         text = pc.strftime(column, "%Y-%m-%d")
     elif pa.types.is_string(kind) or pa.types.is_large_string(kind):
@@ -310,11 +337,56 @@ def _field_text(pa: Any, pc: Any, column: Any) -> Any:
     else:
         text = column.cast(pa.string())  # numbers, booleans, decimals, times: Arrow's exact forms
     text = pc.fill_null(text, "")
-    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+    if (pa.types.is_string(kind) or pa.types.is_large_string(kind)) and _may_need_quotes(text):
         needs = pc.match_substring_regex(text, _NEEDS_QUOTES)
         if pc.any(needs).as_py():
             quoted = pc.binary_join_element_wise('"', pc.replace_substring(text, '"', '""'), '"', "")
             text = pc.if_else(needs, quoted, text)
+    return text
+
+
+def _may_need_quotes(text: Any) -> bool:
+    """Whether any value of a string array holds a character that is quoted: one search of its data buffer.
+
+    Most text columns (ids, names, codes) hold none, and then no value is looked at on its own.
+    """
+    text = text.combine_chunks() if hasattr(text, "combine_chunks") else text
+    data = text.buffers()[2]
+    return data is not None and _QUOTED_BYTES.search(memoryview(data)) is not None
+
+
+#: The instants Arrow writes with a four-digit year (a nanosecond timestamp is always between them).
+_FIRST, _LAST = datetime.datetime(1, 1, 1), datetime.datetime(9999, 12, 31, 23, 59, 59, 999999)
+#: Characters of a timestamp's fraction (the dot and its digits) by unit, after ``YYYY-MM-DD HH:MM:SS``.
+_FRACTION = {"s": 0, "ms": 4, "us": 7, "ns": 10}
+_SECONDS = len("2026-11-29 12:30:00")
+
+
+def _timestamp_text(pa: Any, pc: Any, column: Any, kind: Any) -> Any:
+    """ISO 8601 text of timestamps: Arrow's cast (``2026-11-29 12:30:00.005+0100``), reshaped with literal edits.
+
+    ``T`` between date and time; a fraction of zeros dropped; the offset written ``+01:00``
+    (Arrow writes ``+0100``, and ``Z`` for UTC). Everything is done on fixed positions, a few
+    times faster than ``strftime``; a year outside 1 to 9999 (which Arrow does not write in four
+    digits) is left to ``strftime``.
+    """
+    text = pc.replace_substring(column.cast(pa.string()), " ", "T", max_replacements=1)
+    fraction = _FRACTION[kind.unit]
+    if fraction:
+        whole = pc.equal(pc.floor_temporal(column, unit="second"), column)
+        text = pc.if_else(whole, pc.utf8_replace_slice(text, _SECONDS, _SECONDS + fraction, ""), text)
+    if kind.tz:
+        utc = pc.ends_with(text, "Z")
+        text = pc.if_else(utc, pc.replace_substring(text, "Z", "+00:00"), pc.utf8_replace_slice(text, -2, -2, ":"))
+    if kind.unit == "ns":
+        return text
+    usual = pc.fill_null(
+        pc.and_kleene(pc.greater_equal(column, pa.scalar(_FIRST, kind)), pc.less_equal(column, pa.scalar(_LAST, kind))),
+        True,
+    )
+    if not pc.all(usual).as_py():  # years Arrow writes in more or fewer digits: strftime's text for them
+        fmt = "%Y-%m-%dT%H:%M:%S%z" if kind.tz else "%Y-%m-%dT%H:%M:%S"
+        text = pc.if_else(usual, text, pc.strftime(column, fmt))
     return text
 
 
