@@ -9,7 +9,8 @@ from __future__ import annotations
 import re
 from importlib.metadata import requires
 
-BASE_ONLY = {"apache-airflow", "requests", "httpx", "xxhash"}  # xxhash: skip_if_unchanged's fingerprint
+# xxhash: skip_if_unchanged's fingerprint; backports.zstd: zstandard files below Python 3.14.
+BASE_ONLY = {"apache-airflow", "requests", "httpx", "xxhash", "backports.zstd"}
 
 
 def _requirements() -> tuple[set[str], dict[str, set[str]]]:

@@ -187,8 +187,8 @@ def test_import_dataframe_in_a_declared_encoding(hook, emulator):
     frame = pd.DataFrame({"name": ["Jürgen", "Ana"], "city": ["Zürich", "São Paulo"]})
     card_id = hook.import_dataframe(None, frame, "people", encoding="cp1252")
     emulator.wait_until_processed(emulator.project_id, card_id)
-    # Written as import_dataframe writes every frame (text quoted), converted from cp1252 to UTF-8.
-    expected = '"name","city"\n"Jürgen","Zürich"\n"Ana","São Paulo"\n'
+    # Written as import_dataframe writes every frame (a Parquet file's rules), converted from cp1252 to UTF-8.
+    expected = "name,city\nJürgen,Zürich\nAna,São Paulo\n"
     assert received_bytes(emulator, card_id) == expected.encode()
     emulator.reset_stats()
     with pytest.raises(ValueError, match="cp1252 cannot represent: 'Gdańsk'|cp1252 cannot represent: 'ń'"):

@@ -22,6 +22,8 @@ it a stream) nor of CSV.
 from __future__ import annotations
 
 import bz2
+import contextlib
+import importlib
 import io
 import lzma
 import zipfile
@@ -111,21 +113,31 @@ class _Zlib:
         return out
 
 
+def _zstd_module() -> Any:
+    """Python 3.14's ``compression.zstd``, or its backport (a dependency below 3.14)."""
+    for name in ("compression.zstd", "backports.zstd"):
+        with contextlib.suppress(ImportError):
+            return importlib.import_module(name)
+    raise ImportError("reading zstandard needs Python 3.14 or the package backports.zstd")
+
+
 def _zstd() -> _Decompressor:
-    try:
-        from compression.zstd import ZstdDecompressor  # Python 3.14
-    except ImportError:
-        try:
-            from backports.zstd import ZstdDecompressor
-        except ImportError:
-            raise ImportError("reading zstandard needs Python 3.14 or the package backports.zstd") from None
-    decompressor: _Decompressor = ZstdDecompressor()
+    decompressor: _Decompressor = _zstd_module().ZstdDecompressor()
     return decompressor
+
+
+def _format_errors() -> tuple[type[BaseException], ...]:
+    """What the decompressors raise for bytes not valid in their format (zstandard's only when it is installed)."""
+    errors: tuple[type[BaseException], ...] = (OSError, EOFError, ValueError, lzma.LZMAError, zlib.error)
+    with contextlib.suppress(ImportError):  # no decoder: a .zst file is refused before this is asked
+        errors += (_zstd_module().ZstdError,)
+    return errors
 
 
 #: What follows a bzip2 stream's header: a block's magic (pi), or the end of an empty stream's (sqrt(pi)).
 _BZIP2_BLOCKS = (b"\x31\x41\x59\x26\x53\x59", b"\x17\x72\x45\x38\x50\x90")
 _INFLATE = _inflater()
+_FORMAT_ERRORS = _format_errors()
 GZIP = Compression("gzip", (".gz", ".gzip"), b"\x1f\x8b", _Zlib)
 BZIP2 = Compression("bzip2", (".bz2",), b"BZh", bz2.BZ2Decompressor)
 XZ = Compression("xz", (".xz",), b"\xfd7zXZ\x00", lambda: lzma.LZMADecompressor(lzma.FORMAT_XZ))
@@ -260,7 +272,7 @@ class Decompressed(io.RawIOBase):
             data = b""
         try:
             return self._member.decompress(data, wanted)
-        except (OSError, EOFError, ValueError, lzma.LZMAError, zlib.error, _INFLATE.error) as err:
+        except (*_FORMAT_ERRORS, _INFLATE.error) as err:
             raise self._error(f"its {self._compression.name} data is not valid ({err})") from None
 
     def _stop_at_limit(self) -> None:
