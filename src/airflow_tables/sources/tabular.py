@@ -355,6 +355,8 @@ def _may_need_quotes(text: Any) -> bool:
     return data is not None and _QUOTED_BYTES.search(memoryview(data)) is not None
 
 
+#: A zone that is a fixed offset from UTC, as Arrow names it (``+01:00``).
+_FIXED_OFFSET = re.compile(r"(?P<sign>[+-])(?P<hours>\d\d):(?P<minutes>\d\d)")
 #: The instants Arrow writes with a four-digit year (a nanosecond timestamp is always between them).
 _FIRST, _LAST = datetime.datetime(1, 1, 1), datetime.datetime(9999, 12, 31, 23, 59, 59, 999999)
 #: Characters of a timestamp's fraction (the dot and its digits) by unit, after ``YYYY-MM-DD HH:MM:SS``.
@@ -370,6 +372,13 @@ def _timestamp_text(pa: Any, pc: Any, column: Any, kind: Any) -> Any:
     times faster than ``strftime``; a year outside 1 to 9999 (which Arrow does not write in four
     digits) is left to ``strftime``.
     """
+    if kind.tz and (offset := _FIXED_OFFSET.fullmatch(kind.tz)):
+        # A fixed offset needs no zone database (which pyarrow before 26 asks, and fails): the UTC wall
+        # clock moved by the offset, written naive, and the offset after it.
+        sign = -1 if offset["sign"] == "-" else 1
+        moved = datetime.timedelta(hours=int(offset["hours"]), minutes=int(offset["minutes"])) * sign
+        local = pc.add(column.cast(pa.timestamp(kind.unit)), pa.scalar(moved, pa.duration(kind.unit)))
+        return pc.binary_join_element_wise(_timestamp_text(pa, pc, local, local.type), kind.tz, "")
     text = pc.replace_substring(column.cast(pa.string()), " ", "T", max_replacements=1)
     fraction = _FRACTION[kind.unit]
     if fraction:
