@@ -6,16 +6,19 @@ file, because the machine is shared and noisy (see shared/bench/ANCHORS.md).
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import random
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 CACHE = Path(os.environ.get("AIRFLOW_TABLES_BENCH_CACHE", Path.home() / ".cache" / "airflow-tables-bench"))
 MIB = 1024 * 1024
@@ -248,3 +251,29 @@ def write_rows(path: str | None, rows: list[Row]) -> None:
         from dataclasses import asdict
 
         Path(path).write_text(json.dumps([asdict(r) for r in rows]))
+
+
+def emulator_env(service: Any, home_prefix: str) -> dict[str, str]:
+    """The environment of a contender's process: ``datatables_default`` pointing at ``service``, an Airflow home."""
+    conn = {"conn_type": "datatables", "host": service.base_url, "password": service.api_key}
+    conn["extra"] = {"project_id": service.project_id}
+    env = {**os.environ, "AIRFLOW_CONN_DATATABLES_DEFAULT": json.dumps(conn)}
+    env.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix=home_prefix))
+    return env
+
+
+def contender_args(parser: Any, argv: list[str] | None, client: Any) -> Any:
+    """Parse a benchmark's arguments, with ``--json`` (for run_all.py) and the hidden ``--client``.
+
+    A ``--client`` process runs ``client(*its three values)`` and gets ``None`` back: the
+    benchmark's ``main`` returns 0 then, having measured one contender.
+    """
+    import argparse
+
+    parser.add_argument("--client", nargs=3, help=argparse.SUPPRESS)
+    parser.add_argument("--json", help="also write the report's rows here (for run_all.py)")
+    args = parser.parse_args(argv)
+    if args.client:
+        client(*args.client)
+        return None
+    return args

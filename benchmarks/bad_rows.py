@@ -38,14 +38,13 @@ import os
 import resource
 import statistics
 import sys
-import tempfile
 import time
 from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import MIB, Row, csv_file, machine, python, run_process, write_rows  # noqa: E402
+from _common import MIB, Row, csv_file, emulator_env, machine, python, run_process, write_rows  # noqa: E402
 from upload import warm  # noqa: E402
 
 #: One data row in this many is made bad (1 %).
@@ -273,10 +272,7 @@ def main(argv: list[str] | None = None) -> int:
     report: list[Row] = []
     failures: list[str] = []
     with EmulatorProcess() as emu:
-        conn = {"conn_type": "datatables", "host": emu.base_url, "password": emu.api_key}
-        conn["extra"] = {"project_id": emu.project_id}
-        env = {**os.environ, "AIRFLOW_CONN_DATATABLES_DEFAULT": json.dumps(conn)}
-        env.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="bad-rows-bench-home-"))
+        env = emulator_env(emu, "bad-rows-bench-home-")
         for size in args.sizes:
             collected, problems = measure(emu, env, size, args.columns, args.repeat)
             rows, missed = rows_of(size, args.columns, collected)

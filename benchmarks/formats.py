@@ -35,7 +35,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import Row, csv_file, machine, python, run_process, write_rows  # noqa: E402
+from _common import Row, csv_file, emulator_env, machine, python, run_process, write_rows  # noqa: E402
 from upload import warm  # noqa: E402
 
 TARGET_GZIP, TARGET_PARQUET, MEMORY_MIB = 0.8, 1.0, 128
@@ -228,10 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     report: list[Row] = []
     failures: list[str] = []
     with EmulatorProcess() as emu:
-        conn = {"conn_type": "datatables", "host": emu.base_url, "password": emu.api_key}
-        conn["extra"] = {"project_id": emu.project_id}
-        env = {**os.environ, "AIRFLOW_CONN_DATATABLES_DEFAULT": json.dumps(conn)}
-        env.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="formats-bench-home-"))
+        env = emulator_env(emu, "formats-bench-home-")
         for size in args.sizes:
             clean, rows = csv_file(args.columns, size)
             gz, parquet = gzip_file(clean), parquet_file(clean)

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -34,7 +33,7 @@ import xxhash
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import MIB, Row, csv_file, machine, med, median_runs, python, run_process, write_rows  # noqa: E402
+from _common import MIB, Row, csv_file, emulator_env, machine, med, median_runs, python, run_process, write_rows  # noqa: E402
 
 PROJECT = "PRJ-bench"
 KEY = "bench-key-0123456789"
@@ -217,10 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"machine: {machine()}")
     print(f"file: {path.name}, {size:,} bytes, {rows:,} rows; server: {args.server}; repeat {args.repeat}")
     with CountingServer() if args.server == "counting" else Emulator() as server:
-        conn = {"conn_type": "datatables", "host": server.base_url, "password": server.api_key}
-        conn["extra"] = {"project_id": server.project_id}
-        env = {**os.environ, "AIRFLOW_CONN_DATATABLES_DEFAULT": json.dumps(conn)}
-        env.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="upload-bench-home-"))
+        env = emulator_env(server, "upload-bench-home-")
         checks: list[str] = []
         hook_calls: list[dict] = []
 

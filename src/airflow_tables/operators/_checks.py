@@ -58,13 +58,33 @@ def check_options(
             raise ValueError(f"encoding= is for a CSV's text; {input_format} text is UTF-8")
 
 
+def check_combine(
+    combine: object, table_name: str | None, card_id: str | None, on_bad_rows: str, rejects_path: str | None
+) -> None:
+    """Refuse, when the DAG is parsed, a ``combine=`` no run could use."""
+    if combine not in (False, True, "by_name"):
+        raise ValueError(f"combine must be False, True or 'by_name', not {combine!r}")
+    if not combine:
+        return
+    if table_name is None and card_id is None:
+        raise ValueError("combine needs a table_name: the parts have no one name to give the table")
+    if on_bad_rows == "quarantine" and rejects_path is None:
+        raise ValueError("combine with on_bad_rows='quarantine' needs a rejects_path: the parts have no one place")
+
+
 def arguments_problem(
-    file_path: Any, card_id: Any, replaces: bool, table_name: str | None, poll_interval: object, timeout: object
+    file_path: Any,
+    card_id: Any,
+    replaces: bool,
+    table_name: str | None,
+    poll_interval: object,
+    timeout: object,
+    combine: bool | str = False,
 ) -> str | None:
     """What is wrong with the arguments as they rendered (the first thing found), or ``None``."""
     from airflow_tables.hooks._ids import card_id_problem
 
-    problem = file_path_problem(file_path)
+    problem = parts_problem(file_path) if combine else file_path_problem(file_path)
     if problem is None and replaces:
         problem = card_id_problem(card_id)
     if problem is None and table_name is not None:
@@ -85,7 +105,7 @@ def arguments_problem(
 def check_arguments(task: DataTablesImportOperator) -> None:
     """Fail the task, without retry and before any request, on arguments that rendered wrong."""
     problem = arguments_problem(
-        task.file_path, task.card_id, task.replaces, task.table_name, task.poll_interval, task.timeout
+        task.file_path, task.card_id, task.replaces, task.table_name, task.poll_interval, task.timeout, task.combine
     )
     if problem is not None:
         raise AirflowFailException(f"{task.task_id}: {problem}; nothing was sent.")
@@ -122,7 +142,27 @@ def file_path_problem(file_path: Any) -> str | None:
             f"file_path {text!r} has surrounding whitespace (a line break from a template, a file or an XCom?); "
             "no file is named so: strip it where the path is made"
         )
+    from airflow_tables.sources.parts import names_many
+
+    if names_many(text):
+        return (
+            f"file_path {text!r} is a pattern or a prefix, not one file: pass combine=True to import every file it "
+            "names into one table, or map the operator over the files"
+        )
     return None
+
+
+def parts_problem(file_path: Any) -> str | None:
+    """:func:`file_path_problem` for ``combine=``: a list whose every item names one file, or one pattern or prefix."""
+    from airflow_tables.sources.parts import names_many
+
+    if isinstance(file_path, (list, tuple)):
+        if not file_path:
+            return "file_path is an empty list; combine needs at least one part"
+        return next((problem for item in file_path if (problem := file_path_problem(item))), None)
+    if isinstance(file_path, (str, os.PathLike)) and names_many(file_path):
+        return None
+    return file_path_problem(file_path)
 
 
 @contextlib.contextmanager
@@ -140,6 +180,7 @@ def opened_source(task: DataTablesImportOperator) -> Iterator[Source]:
     allowed sources (``allowed_sources``, ``[datatables] allowed_sources``), fails the task (no
     retry); other storage errors may be retried.
     """
+    from airflow_tables.exceptions import CsvValidationError
     from airflow_tables.operators._rows import row_check
     from airflow_tables.operators._schema import needs_column_types
     from airflow_tables.sources import SourceError, SourceNotAllowedError, SourceNotFoundError, open_source, staged
@@ -152,9 +193,12 @@ def opened_source(task: DataTablesImportOperator) -> Iterator[Source]:
     )
     with contextlib.ExitStack() as stack:
         try:
-            source = open_source(
-                task.file_path, encoding=task.encoding, allowed=task.allowed_sources, input_format=task.input_format
-            )
+            if task.combine:
+                source = stack.enter_context(combined_parts(task))
+            else:
+                source = open_source(
+                    task.file_path, encoding=task.encoding, allowed=task.allowed_sources, input_format=task.input_format
+                )
             if checked:
                 copy = (
                     scanned_copy(source, column_types=needs_column_types(task))
@@ -162,11 +206,25 @@ def opened_source(task: DataTablesImportOperator) -> Iterator[Source]:
                     else staged(source, max_bytes=MAX_BYTES)
                 )
                 source = stack.enter_context(copy)
-        except (SourceNotFoundError, SourceNotAllowedError) as err:
+        except (SourceNotFoundError, SourceNotAllowedError, CsvValidationError) as err:
             raise AirflowFailException(f"{err}; nothing was sent to the Data Tables Service") from None
         except SourceError as err:
             raise AirflowException(f"{err}; nothing was sent to the Data Tables Service") from err
         yield source
+
+
+def combined_parts(task: DataTablesImportOperator) -> contextlib.AbstractContextManager[Source]:
+    """``combine=``: the parts ``file_path`` names, validated and written as one CSV named ``<table_name>.csv``."""
+    from airflow_tables.sources.parts import open_parts
+    from airflow_tables.sources.storage import label_of
+    from airflow_tables.validation.combine import combined
+
+    parts = open_parts(task.file_path, task.encoding, allowed=task.allowed_sources, input_format=task.input_format)
+    many = task.file_path
+    label = f"{len(parts)} parts ({label_of(many) if not isinstance(many, (list, tuple)) else 'a list'})"
+    task.log.info("Combining %s into one table: %s", label, ", ".join(part.label for part in parts[:20]))
+    name = f"{task.table_name or task.card_id}.csv"  # a replacement keeps its table's name whatever this is
+    return combined(parts, name, label, by_name=task.combine == "by_name")
 
 
 @dataclass(frozen=True)

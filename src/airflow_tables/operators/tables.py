@@ -22,6 +22,7 @@ from airflow_tables.operators import _backfill, _schema
 from airflow_tables.operators._checks import (
     Checked,
     check_arguments,
+    check_combine,
     check_file,
     check_options,
     opened_source,
@@ -117,6 +118,11 @@ class DataTablesImportOperator(ImportJobSteps, ResumableJobMixin, _DataTablesOpe
         bytes and its suffix. Parquet and JSON Lines are converted to CSV by exact rules
         (docs/sources.md, "Parquet and JSON Lines"; needs ``airflow-tables[parquet]``). A file
         compressed with gzip, bzip2, xz, zstandard or a zip of one CSV is decompressed whatever this says.
+    :param combine: ``True`` or ``"by_name"``: ``file_path`` is a list, a glob (``*`` in its last segment)
+        or a prefix (ending in ``/``), and every file it names is one part of one table (one upload,
+        one credit): each part validated (errors name the part and its line), their headers the same
+        columns (in the same order, or any order with ``"by_name"``), the header written once. Needs
+        ``table_name`` for a new table (docs/sources.md, "Many files, one table").
     :param allowed_sources: prefixes ``file_path`` must be under (not templated), narrowing
         ``[datatables] allowed_sources``; a file outside fails before any request, without retry.
     :param table_name: the name people see (templated): the file part is sent as ``<table_name>.csv``
@@ -171,6 +177,7 @@ class DataTablesImportOperator(ImportJobSteps, ResumableJobMixin, _DataTablesOpe
         skip_if_unchanged: bool = False,
         encoding: str | None = None,
         input_format: str | None = None,
+        combine: bool | str = False,
         allowed_sources: str | Sequence[str] | None = None,
         table_name: str | None = None,
         on_read_mismatch: str = "fail",
@@ -192,6 +199,7 @@ class DataTablesImportOperator(ImportJobSteps, ResumableJobMixin, _DataTablesOpe
         _schema.check_policy(on_schema_change, approval_timeout)
         _backfill.check_choice(if_older)
         check_options(poll_interval, timeout, card_id, skip_if_unchanged, encoding, allowed_sources, input_format)
+        check_combine(combine, table_name, card_id, on_bad_rows, rejects_path)
         if on_read_mismatch not in ("fail", "warn"):
             raise ValueError(f"on_read_mismatch must be 'fail' or 'warn', not {on_read_mismatch!r}")
         # The table's asset is known only at run time (a new table's CardID, a templated id, the
@@ -211,6 +219,7 @@ class DataTablesImportOperator(ImportJobSteps, ResumableJobMixin, _DataTablesOpe
         self.skip_if_unchanged = skip_if_unchanged
         self.encoding = encoding
         self.input_format = input_format
+        self.combine = combine
         self.allowed_sources = allowed_sources
         self.table_name = table_name
         self.on_read_mismatch = on_read_mismatch

@@ -20,7 +20,8 @@ def import_lineage(file_path: Any, table: TableRef | None) -> Any:
     from openlineage.client.event_v2 import Dataset
 
     outputs = [] if table is None else [Dataset(namespace=table.namespace, name=table.name)]
-    return OperatorLineage(inputs=[file_dataset(file_path)], outputs=outputs)
+    parts = list(file_path) if isinstance(file_path, (list, tuple)) else [file_path]  # combine=: each part an input
+    return OperatorLineage(inputs=[file_dataset(part) for part in parts], outputs=outputs)
 
 
 def file_dataset(file_path: Any) -> Any:

@@ -285,6 +285,11 @@ FILE_NAME_GZIP = Rule(
     "the file name {name!r} is that of a gzip-compressed CSV; the service takes only an uncompressed file "
     "whose name ends in '.csv'. Decompress it first (gunzip -k {name}) and name it {plain!r}.",
 )
+PARTS_HEADER = Rule(
+    "parts-header",
+    "header",
+    "its header {got} is not the first part's ({first}: {want}); the parts of one table must name {columns}",
+)
 FILE_NAME_SUFFIX = Rule(
     "file-name",
     "name",
