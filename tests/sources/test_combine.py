@@ -134,3 +134,26 @@ def test_the_parts_together_are_held_to_the_limit_before_anything_is_written(tmp
     with pytest.raises(CsvValidationError, match="the file is"), combined(parts, "o.csv", "t"):
         pass
     assert open_source(tmp_path / "p1.csv").stored_size < rules.MAX_BYTES
+
+
+def test_an_error_in_a_later_part_is_said_at_that_parts_own_line_across_line_endings(tmp_path):
+    (tmp_path / "p1.csv").write_bytes(HEADER + rows(0, 4))
+    (tmp_path / "p2.csv").write_bytes((HEADER + rows(4, 3)).replace(b"\n", b"\r\n"))
+    (tmp_path / "p3.csv").write_bytes(HEADER + rows(7, 1) + b"8,south,1,extra\n" + rows(9, 1))
+
+    with pytest.raises(CsvValidationError) as info, combined(open_parts(str(tmp_path / "p*.csv")), "o.csv", "t"):
+        pass
+
+    assert info.value.path.endswith("p3.csv") and [p.line for p in info.value.problems] == [3]
+
+
+def test_a_part_in_another_separator_is_refused_naming_its_header(tmp_path):
+    (tmp_path / "p1.csv").write_bytes(HEADER + rows(0, 4))
+    (tmp_path / "p2.csv").write_bytes(b"order_id;region;amount\n1;north;3\n")
+
+    parts = open_parts(str(tmp_path / "p*.csv"))
+    with (
+        pytest.raises(CsvValidationError, match=r"\['order_id;region;amount'\] is not the first part's"),
+        combined(parts, "o.csv", "t"),
+    ):
+        pass

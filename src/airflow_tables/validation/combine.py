@@ -1,30 +1,35 @@
-"""Many part files as one CSV (``combine=``): every part validated, headers matched, the header written once.
+"""Many part files as one CSV (``combine=``): headers matched, the header written once, errors named by part and line.
 
-The service still receives one CSV (one upload, one credit). Before it is written:
+The service still receives one CSV (one upload, one credit). Before it is sent:
 
 * every part is read as any file is (decompressed, converted from Parquet or JSON Lines, from
-  its declared encoding) and validated on its own, so an error names the part and the line in
-  it (:class:`~airflow_tables.exceptions.CsvValidationError` with the part's name);
-* the parts' headers must name the same columns: in the same order (``combine=True``), or in
-  any order (``combine="by_name"``, each part's fields then put in the first part's order);
-  the first part that differs is refused, naming both headers;
-* the parts' data together must fit the service's limit (512 MB), checked before the combined
-  file is written.
+  its declared encoding) into a local UTF-8 file;
+* the parts' headers must name the same columns as the first part's, read with its separator:
+  in the same order (``combine=True``), or in any order (``combine="by_name"``, each part's
+  fields then put in the first part's order); the first part that differs is refused, naming
+  both headers (a part in another separator reads as one column, and is refused so);
+* the parts' bytes together must fit the service's limit (512 MB), checked before the combined
+  file is written;
+* the combined file is validated once, and an error is said of the part it is in, at that part's
+  own line (:class:`~airflow_tables.exceptions.CsvValidationError` with the part's name).
 
-The combined file is the first part's header and every part's data rows, in the parts' order.
-Parts in the first part's separator and column order are appended as bytes, as they are; the
-others (another separator, another column order) are read and written again by Python's
-``csv`` module, the slower way. Its fingerprint (``skip_if_unchanged``) is that of these bytes:
-it covers every part, in order.
+The combined file is the first part's header and every part's data rows, in the parts' order:
+a part in the first part's column order is appended as its bytes, as they are; one in another
+order (``"by_name"``) is read and written again by Python's ``csv`` module, the slower way. Its
+fingerprint (``skip_if_unchanged``) is that of these bytes: it covers every part, in order.
 """
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import csv
+import dataclasses
+import io
 import os
 import tempfile
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from airflow_tables.exceptions import CsvValidationError
@@ -35,43 +40,67 @@ COPY_BLOCK = 1024 * 1024
 UTF8_BOM = b"\xef\xbb\xbf"
 
 
+@dataclass(frozen=True)
+class _Placed:
+    """Where a part's data rows are in the combined file: the offset of its first data row, and that row's own line."""
+
+    label: str
+    first_byte: int  # the combined file's offset of the part's first data row (0 for the first part: all of it)
+    own_first_line: int  # the part's own line of that row (after its header's lines)
+
+
 @contextlib.contextmanager
 def combined(parts: Sequence[Any], name: str, label: str, *, by_name: bool = False) -> Iterator[Any]:
     """One local CSV named ``name`` of ``parts`` (Sources), for the time of the block; refused as the module says.
 
-    ``label`` names the whole in messages (the pattern or prefix as given, or ``a list of N files``).
+    ``label`` names the whole in messages (``3 parts (s3://.../day/)``).
     """
-    from airflow_tables.sources import Source, staged
+    from airflow_tables.sources import CopyScan, Source, staged
     from airflow_tables.sources.storage import local_opener
-    from airflow_tables.validation.report import validate_source
+    from airflow_tables.validation.report import ScanQuestion, local_report, validate_source
+    from airflow_tables.validation.scan import scan_file
 
     with contextlib.ExitStack() as stack:
-        copies, reports = [], []
-        for part in parts:
-            copy = stack.enter_context(staged(part, max_bytes=rules.MAX_BYTES))
-            report = validate_source(copy)
-            if not report.ok:
-                raise CsvValidationError(part.label, report.errors)
-            copies.append(copy)
-            reports.append(report)
-        first = reports[0]
-        orders = [
-            _order(first.columns, report.columns, part.label, parts[0].label, by_name)
-            for part, report in zip(parts, reports, strict=True)
-        ]
-        total = sum(report.size_bytes for report in reports)
-        if total > rules.MAX_BYTES:
-            raise CsvValidationError(label, [rules.too_large_problem(total, rules.Limits())])
+        copies = [stack.enter_context(staged(part, max_bytes=rules.MAX_BYTES)) for part in parts]
+        first = validate_source(copies[0])  # its separator and header; its own errors named as its own
+        if not first.ok:
+            raise CsvValidationError(parts[0].label, first.errors)
+        total = sum(copy.stored_size for copy in copies)
+        if total > rules.MAX_BYTES or not all(copy.complete for copy in copies):
+            raise CsvValidationError(label, [rules.too_large_problem(total, rules.Limits(), at_least=True)])
+        want = _header(copies[0].local_path, first.delimiter)[0]
         tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="airflow-tables-combined-"))
         path = os.path.join(tmp, name)
+        placed: list[_Placed] = []
         with open(path, "wb") as out:
-            for index, (copy, report, order) in enumerate(zip(copies, reports, orders, strict=True)):
-                assert copy.local_path is not None  # staged: a local file
-                if order is None and report.delimiter == first.delimiter:
+            for index, (part, copy) in enumerate(zip(parts, copies, strict=True)):
+                got, header_bytes = _header(copy.local_path, first.delimiter)
+                order = _order(want, got, part.label, parts[0].label, by_name)
+                own_first = 1 if index == 0 else _Lines.of(header_bytes) + 1
+                placed.append(_Placed(part.label, out.tell(), own_first))
+                if order is None:
                     _append_bytes(copy.local_path, out, header=index == 0)
                 else:
-                    _append_rows(copy.local_path, out, report.delimiter, first.delimiter, order, header=index == 0)
-        yield Source(label, name, os.path.getsize(path), path, None, local_opener(path))
+                    _append_rows(copy.local_path, out, first.delimiter, order)
+        source = Source(label, name, os.path.getsize(path), path, None, local_opener(path))
+        # Scanned once here; the scan goes with the file, so validation asking the same question
+        # (the operators' validate) reports from it instead of reading the file again.
+        question = ScanQuestion(rules.Limits(), column_types=False)
+        scan = scan_file(path, question.limits)
+        report = local_report(source, source, scan)
+        if not report.ok:
+            raise _said_of_its_part(report.errors, _first_lines(path, placed), label)
+        yield dataclasses.replace(source, copy_scan=CopyScan(scan, question))
+
+
+def _header(path: str | None, delimiter: str) -> tuple[list[str], bytes]:
+    """A part's header fields, read with ``delimiter``, and its bytes (a quoted field may hold a line break)."""
+    assert path is not None  # staged: a local file
+    with open(path, "rb") as f:
+        head = f.read(COPY_BLOCK)
+    header = head[: _header_end(head)]
+    text = header.removeprefix(UTF8_BOM).decode("utf-8", errors="replace")
+    return next(csv.reader(io.StringIO(text, newline=""), delimiter=delimiter), []), header
 
 
 def _order(want: Sequence[str], got: Sequence[str], part: str, first: str, by_name: bool) -> list[int] | None:
@@ -85,37 +114,102 @@ def _order(want: Sequence[str], got: Sequence[str], part: str, first: str, by_na
     raise CsvValidationError(part, [problem])
 
 
-def _append_bytes(path: str, out: Any, *, header: bool) -> None:
-    """A part's bytes as they are: all of them for the first part, its data rows (after its header) for the others."""
+def _first_lines(path: str, placed: Sequence[_Placed]) -> list[tuple[int, _Placed]]:
+    """Each part's first line in the combined file, counted (only when a problem must be placed) up to its offset."""
+    found, lines, done = [], _Lines(), 0
+    with open(path, "rb") as f:
+        for part in placed:
+            while done < part.first_byte:
+                block = f.read(min(COPY_BLOCK, part.first_byte - done))
+                lines.add(block)
+                done += len(block)
+            found.append((lines.count + 1, part))
+    return found
+
+
+def _said_of_its_part(problems: Sequence[Any], starts: Sequence[tuple[int, _Placed]], label: str) -> CsvValidationError:
+    """The combined file's problems as the part that holds the first one says them, at its own lines."""
+    lines = [line for line, _ in starts]
+
+    def part_of(problem: Any) -> tuple[int, _Placed] | None:
+        return None if problem.line is None else starts[max(0, bisect.bisect_right(lines, problem.line) - 1)]
+
+    where = part_of(problems[0])
+    if where is None:
+        return CsvValidationError(label, problems)
+    first_line, part = where
+    own = [
+        dataclasses.replace(p, line=p.line - first_line + part.own_first_line, record=None)
+        for p in problems
+        if part_of(p) is where
+    ]
+    return CsvValidationError(part.label, own)
+
+
+class _Lines:
+    """Counts the line breaks (LF, CRLF, CR: one each) of bytes written a block at a time."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._last = b""
+
+    def add(self, data: bytes) -> None:
+        if data:
+            split_crlf = self._last == b"\r" and data.startswith(b"\n")  # one break, cut between two blocks
+            self.count += data.count(b"\n") + data.count(b"\r") - data.count(b"\r\n") - split_crlf
+            self._last = data[-1:]
+
+    @staticmethod
+    def of(data: bytes) -> int:
+        lines = _Lines()
+        lines.add(data)
+        return lines.count
+
+
+def _append_bytes(path: str | None, out: Any, *, header: bool) -> None:
+    """A part's bytes as they are: all of them for the first part, its data rows (after its header) for the others.
+
+    The part's first block is read (its header cut off), the rest copied by the kernel
+    (``os.copy_file_range``: no pass through Python's buffers) where it can, else block by block.
+    """
+    assert path is not None
     with open(path, "rb") as f:
         head = f.read(COPY_BLOCK)
-        if not header:
-            head = head[_header_end(head) :]
-        elif head.startswith(UTF8_BOM):
-            head = head[len(UTF8_BOM) :]
-        last = head[-1:]
+        head = head[_header_end(head) :] if not header else head.removeprefix(UTF8_BOM)
         out.write(head)
-        while block := f.read(COPY_BLOCK):
-            out.write(block)
-            last = block[-1:]
-    if last not in (b"", b"\n", b"\r"):
-        out.write(b"\n")  # a part whose last row has no line break: the next part's first row starts a line
+        out.flush()
+        _copy_rest(f, out)
+        size = os.fstat(f.fileno()).st_size
+        last = os.pread(f.fileno(), 1, size - 1) if size > len(head) else head[-1:]
+    if last not in (b"", b"\n", b"\r"):  # a last row without its line break: the next part starts a line
+        out.write(b"\n")
 
 
-def _append_rows(path: str, out: Any, delimiter: str, to: str, order: list[int] | None, *, header: bool) -> None:
-    """A part's records read and written again: another separator, or its fields put in the first part's order."""
-    import io
+def _copy_rest(f: Any, out: Any) -> None:
+    """The rest of ``f`` (from its position) appended to ``out`` (flushed), in the kernel when it can."""
+    copy = getattr(os, "copy_file_range", None)
+    if copy is not None:
+        try:
+            while copy(f.fileno(), out.fileno(), 64 * COPY_BLOCK):
+                pass
+            return
+        except OSError:  # another filesystem, or one that cannot: copied below from where it stopped
+            f.seek(os.lseek(f.fileno(), 0, os.SEEK_CUR))
+    while block := f.read(COPY_BLOCK):
+        out.write(block)
 
+
+def _append_rows(path: str | None, out: Any, delimiter: str, order: list[int]) -> None:
+    """A part's data records read and written again, their fields in the first part's order."""
+    assert path is not None
     with open(path, encoding="utf-8-sig", newline="") as f:
-        writer = csv.writer(
-            text := io.TextIOWrapper(out, encoding="utf-8", newline="", write_through=True),
-            delimiter=to,
-            lineterminator="\n",
-        )
-        for number, record in enumerate(csv.reader(f, delimiter=delimiter)):
-            if number == 0 and not header:
-                continue
-            writer.writerow(record if order is None else [record[i] for i in order])
+        text = io.TextIOWrapper(out, encoding="utf-8", newline="", write_through=True)
+        writer = csv.writer(text, delimiter=delimiter, lineterminator="\n")
+        reader = csv.reader(f, delimiter=delimiter)
+        next(reader, None)  # the header: the first part's is written
+        for record in reader:
+            row = [record[i] for i in order] if len(record) == len(order) else record
+            writer.writerow(row)  # a ragged record is kept as it is, for the validation of the whole to name
         text.detach()  # the combined file stays open for the next part
 
 
