@@ -35,7 +35,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import Row, csv_file, emulator_env, machine, python, run_process, write_rows  # noqa: E402
+from _common import Row, contender_args, csv_file, emulator_env, machine, python, run_process, write_rows  # noqa: E402
 from upload import warm  # noqa: E402
 
 TARGET_GZIP, TARGET_PARQUET, MEMORY_MIB = 0.8, 1.0, 128
@@ -212,12 +212,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", type=int, nargs="+", default=[512], help="file sizes in MiB (decompressed)")
     parser.add_argument("--columns", type=int, default=20)
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--client", nargs=3, help=argparse.SUPPRESS)
     parser.add_argument("--duckdb-read", help=argparse.SUPPRESS)
-    parser.add_argument("--json", help="also write the report's rows here (for run_all.py)")
-    args = parser.parse_args(argv)
-    if args.client:
-        client(*args.client)
+    args = contender_args(parser, argv, client)
+    if args is None:
         return 0
     if args.duckdb_read:
         duckdb_read(args.duckdb_read)

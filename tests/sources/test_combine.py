@@ -157,3 +157,14 @@ def test_a_part_in_another_separator_is_refused_naming_its_header(tmp_path):
         combined(parts, "o.csv", "t"),
     ):
         pass
+
+
+def test_a_file_whose_name_holds_a_bracket_is_still_one_file_without_combine(tmp_path):
+    from airflow_tables.operators._checks import arguments_problem
+
+    literal = tmp_path / "orders[1].csv"
+    literal.write_bytes(HEADER + rows(0, 1))
+
+    assert arguments_problem(str(literal), None, False, None, 1.0, 10.0) is None
+    missing = arguments_problem(str(tmp_path / "orders[2].csv"), None, False, None, 1.0, 10.0)
+    assert missing is not None and "pass combine=True" in missing

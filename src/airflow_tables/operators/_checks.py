@@ -52,10 +52,9 @@ def check_options(
 
         declared(encoding)
     if input_format is not None:
-        from airflow_tables.sources.tabular import CSV, input_format_of
+        from airflow_tables.sources.tabular import check_encoding, input_format_of
 
-        if input_format_of("input_format", "", b"", input_format) is not CSV and encoding is not None:
-            raise ValueError(f"encoding= is for a CSV's text; {input_format} text is UTF-8")
+        check_encoding(input_format_of("input_format", "", b"", input_format), encoding, "the operator's arguments")
 
 
 def check_combine(
@@ -144,7 +143,7 @@ def file_path_problem(file_path: Any) -> str | None:
         )
     from airflow_tables.sources.parts import names_many
 
-    if names_many(text):
+    if names_many(text) and not os.path.isfile(text):  # orders[1].csv that exists is one file
         return (
             f"file_path {text!r} is a pattern or a prefix, not one file: pass combine=True to import every file it "
             "names into one table, or map the operator over the files"

@@ -117,10 +117,9 @@ def file_stamp(file_path: Any, source: Any) -> str | None:
     Not a fingerprint (no byte is read): enough to tell that a file was not rewritten between a
     send and a clear; ``None`` when the storage gives no version (then a clear always sends again).
     """
-    from airflow_tables.sources.parts import names_many
     from airflow_tables.sources.storage import local_file_path
 
-    if names_many(file_path):  # combined parts: no one file to stamp, so a clear always sends again
+    if isinstance(file_path, (list, tuple)):  # combined parts: no one file to stamp (a pattern stats as none)
         return None
     local_path = local_file_path(file_path)
     if local_path is not None:

@@ -52,7 +52,7 @@ from airflow_tables.sources.storage import (
     local_size,
     stat_object,
 )
-from airflow_tables.sources.tabular import CSV, InputFormat, csv_stream, input_format_of
+from airflow_tables.sources.tabular import CSV, InputFormat, check_encoding, csv_stream, input_format_of
 from airflow_tables.sources.transcode import (
     Codec,
     Converter,
@@ -408,8 +408,7 @@ def _kind(
     name = compression.strip_suffix(stored_name) if compression else stored_name
     head, tail = (b"", b"") if compression else ends
     kind = input_format_of(label, name, head, declared, tail)
-    if kind is not CSV and codec is not None:
-        raise ValueError(f"encoding= is for a CSV's text; {kind.name} text is UTF-8 (declared for {label})")
+    check_encoding(kind, codec, f"declared for {label}")
     return kind, kind.csv_name(name)
 
 

@@ -106,6 +106,12 @@ def input_format_of(label: str, name: str, head: bytes, declared: str | None = N
     return next((f for f in (PARQUET, JSONL) if lowered.endswith(f.suffixes)), CSV)
 
 
+def check_encoding(input_format: InputFormat, encoding: object, label: str) -> None:
+    """Refuse ``encoding=`` for a format that is converted (its text is UTF-8 by its own definition)."""
+    if input_format is not CSV and encoding is not None:
+        raise ValueError(f"encoding= is for a CSV's text; {input_format.name} text is UTF-8 ({label})")
+
+
 def csv_stream(file: BinaryIO, input_format: InputFormat, label: str) -> BinaryIO:
     """The CSV bytes of ``file`` (seekable for Parquet), a batch at a time, as a stream."""
     pa = _pyarrow(label, input_format)
@@ -439,4 +445,14 @@ class _Chunks(io.RawIOBase):
         super().close()
 
 
-__all__ = ["CSV", "INPUT_FORMATS", "JSONL", "PARQUET", "InputFormat", "csv_stream", "input_format_of", "table_csv"]
+__all__ = [
+    "CSV",
+    "INPUT_FORMATS",
+    "JSONL",
+    "PARQUET",
+    "InputFormat",
+    "check_encoding",
+    "csv_stream",
+    "input_format_of",
+    "table_csv",
+]
