@@ -81,10 +81,22 @@ def arguments_problem(
     combine: bool | str = False,
 ) -> str | None:
     """What is wrong with the arguments as they rendered (the first thing found), or ``None``."""
+    return source_problem(file_path, combine) or target_problem(card_id, replaces, table_name, poll_interval, timeout)
+
+
+def source_problem(file_path: Any, combine: bool | str = False) -> str | None:
+    """What is wrong with ``file_path`` as it rendered (one file, or the parts of ``combine=``), or ``None``."""
+    return parts_problem(file_path) if combine else file_path_problem(file_path)
+
+
+def target_problem(
+    card_id: Any, replaces: bool, table_name: str | None, poll_interval: object, timeout: object
+) -> str | None:
+    """What is wrong with the table the task writes and its wait, as they rendered, or ``None``."""
     from airflow_tables.hooks._ids import card_id_problem
 
-    problem = parts_problem(file_path) if combine else file_path_problem(file_path)
-    if problem is None and replaces:
+    problem = None
+    if replaces:
         problem = card_id_problem(card_id)
     if problem is None and table_name is not None:
         from airflow_tables.hooks.tables import upload_name
@@ -103,8 +115,8 @@ def arguments_problem(
 
 def check_arguments(task: DataTablesImportOperator) -> None:
     """Fail the task, without retry and before any request, on arguments that rendered wrong."""
-    problem = arguments_problem(
-        task.file_path, task.card_id, task.replaces, task.table_name, task.poll_interval, task.timeout, task.combine
+    problem = task.source_problem() or target_problem(
+        task.card_id, task.replaces, task.table_name, task.poll_interval, task.timeout
     )
     if problem is not None:
         raise AirflowFailException(f"{task.task_id}: {problem}; nothing was sent.")
@@ -166,7 +178,7 @@ def parts_problem(file_path: Any) -> str | None:
 
 @contextlib.contextmanager
 def opened_source(task: DataTablesImportOperator) -> Iterator[Source]:
-    """The file to check and send, read from storage once.
+    """The file to check and send (``task.found_source()``: the file, its parts, a query's result), read once.
 
     A file that is checked (``validate``, ``expectations``, ``skip_if_unchanged``'s
     fingerprint) is staged (:func:`~airflow_tables.sources.staged`: a local UTF-8 file is used
@@ -182,7 +194,7 @@ def opened_source(task: DataTablesImportOperator) -> Iterator[Source]:
     from airflow_tables.exceptions import CsvValidationError
     from airflow_tables.operators._rows import row_check
     from airflow_tables.operators._schema import needs_column_types
-    from airflow_tables.sources import SourceError, SourceNotAllowedError, SourceNotFoundError, open_source, staged
+    from airflow_tables.sources import SourceError, SourceNotAllowedError, SourceNotFoundError, staged
     from airflow_tables.validation.report import scanned_copy
     from airflow_tables.validation.rules import MAX_BYTES
 
@@ -192,12 +204,7 @@ def opened_source(task: DataTablesImportOperator) -> Iterator[Source]:
     )
     with contextlib.ExitStack() as stack:
         try:
-            if task.combine:
-                source = stack.enter_context(combined_parts(task))
-            else:
-                source = open_source(
-                    task.file_path, encoding=task.encoding, allowed=task.allowed_sources, input_format=task.input_format
-                )
+            source = stack.enter_context(task.found_source())
             if checked:
                 copy = (
                     scanned_copy(source, column_types=needs_column_types(task))

@@ -6,6 +6,7 @@ pandas and Great Expectations are imported inside ``execute``.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 from collections.abc import Sequence
@@ -25,8 +26,10 @@ from airflow_tables.operators._checks import (
     check_combine,
     check_file,
     check_options,
+    combined_parts,
     opened_source,
     refuse_if_mapped_alike,
+    source_problem,
     warn_if_mapped_twice,
 )
 from airflow_tables.operators._job import NOTES, ImportJobSteps, Job
@@ -276,7 +279,7 @@ class DataTablesImportOperator(ImportJobSteps, ResumableJobMixin, _DataTablesOpe
                 job = unchanged_since_recorded(self, project, checked.fingerprint)
             if job is None:
                 job = self._import_once(context, project, once, sent, checked)
-            stamp = file_stamp(self.file_path, source)
+            stamp = self.source_stamp(source)
         done = replace(job, series=once.series, stamp=stamp, **checked.recorded()).to_json()
         return self._store(context).signed(self.external_id_key, done)  # stored by the mixin as it is
 
@@ -295,6 +298,27 @@ class DataTablesImportOperator(ImportJobSteps, ResumableJobMixin, _DataTablesOpe
             )
             store.set(_schema.APPROVAL_KEY, approval.to_json())
             return self.execute(context)
+
+    # -- the source (a transfer makes a query's result instead: transfers/sql_to_datatables.py) -----
+
+    def source_problem(self) -> str | None:
+        """What is wrong with ``file_path`` as it rendered (``None``: nothing); checked before any request."""
+        return source_problem(self.file_path, self.combine)
+
+    def found_source(self) -> contextlib.AbstractContextManager[Source]:
+        """The file to check and send, found (its metadata read): the one file, or the parts combined into one."""
+        if self.combine:
+            return combined_parts(self)
+        from airflow_tables.sources import open_source
+
+        found = open_source(
+            self.file_path, encoding=self.encoding, allowed=self.allowed_sources, input_format=self.input_format
+        )
+        return contextlib.nullcontext(found)
+
+    def source_stamp(self, source: Source) -> str | None:
+        """What the file was when it was sent, cheaply (:func:`file_stamp`), for a clear to tell it unchanged."""
+        return file_stamp(self.file_path, source)
 
     # -- sending the file once ----------------------------------------------------------------
 
