@@ -27,6 +27,14 @@ def get_provider_info() -> dict:
         "sensors": [{"integration-name": "Data Tables Service", "python-modules": ["airflow_tables.sensors.tables"]}],
         "triggers": [{"integration-name": "Data Tables Service", "python-modules": ["airflow_tables.triggers.tables"]}],
         "hooks": [{"integration-name": "Data Tables Service", "python-modules": ["airflow_tables.hooks.tables"]}],
+        "transfers": [
+            {
+                "source-integration-name": "Common SQL",
+                "target-integration-name": "Data Tables Service",
+                "python-module": "airflow_tables.transfers.sql_to_datatables",
+                "how-to-guide": "https://github.com/airflow-tables/airflow-tables/tree/main/docs/transfers.md",
+            }
+        ],
         "extra-links": ["airflow_tables.links.DataTablesTableLink"],
         "notifications": ["airflow_tables.notifiers.DataTablesFreshnessNotifier"],
         # The [datatables] section: settings a deployer makes once, for every DAG and component.
