@@ -97,6 +97,7 @@ def get_provider_info() -> dict:
                 "schemes": ["datatables"],
                 "handler": "airflow_tables.assets.sanitize_uri",
                 "factory": "airflow_tables.assets.create_asset",
+                "to_openlineage_converter": "airflow_tables.assets.convert_asset_to_openlineage",
             }
         ],
         "connection-types": [

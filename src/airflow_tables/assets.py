@@ -148,9 +148,35 @@ def create_asset(*, project_id: str, card_id: str, service: str, extra: dict | N
 
 
 def sanitize_uri(uri: SplitResult) -> SplitResult:
-    """Accept ``datatables://<service host>/<ProjectID>/<CardID>`` and nothing else."""
-    parse_table_uri(uri.geturl())
-    return uri
+    """The normal form of ``datatables://<service host>/<ProjectID>/<CardID>``; ``ValueError`` for anything else.
+
+    Airflow calls this (the provider info's ``asset-uris`` handler) for every asset of the scheme,
+    so a hand-written ``datatables://LOCALHOST:8765/P/C`` or ``datatables://Tables.Example.com:443/P/C``
+    is the asset the operators record events on: the service as :func:`service_of` writes it (host
+    lower-cased, every loopback name ``127.0.0.1``, the default port of https or http dropped), the
+    ids percent-encoded as :class:`TableRef` encodes them.
+    """
+    return urlsplit(normal_ref(parse_table_uri(uri.geturl())).uri)
+
+
+def normal_ref(ref: TableRef) -> TableRef:
+    """``ref`` with its service in the normal form (``service_of``): a port 80 counts as http's default too."""
+    service = service_of(ref.service)
+    if urlsplit(f"https://{service}").port == 80:
+        service = service_of(f"http://{service}")
+    return TableRef(service, ref.project_id, ref.card_id)
+
+
+def convert_asset_to_openlineage(asset: Asset, lineage_context: Any) -> Any:
+    """The OpenLineage dataset of a table's asset (the provider info's ``to_openlineage_converter``).
+
+    What lets a table used as a task's ``inlets`` or ``outlets`` show in lineage, named as the
+    operators' own events name it.
+    """
+    from openlineage.client.event_v2 import Dataset
+
+    ref = normal_ref(parse_table_uri(asset.uri))
+    return Dataset(namespace=ref.namespace, name=ref.name)
 
 
 def _connection_host(conn_id: str) -> str:

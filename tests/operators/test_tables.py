@@ -144,30 +144,6 @@ def test_delete_without_permission_fails_without_retry(dags_module, datatables_c
     assert card_id in {c["CardID"] for c in datatables_conn.list_cards()}
 
 
-def test_openlineage_facets_name_the_file_and_the_table(dags_module, datatables_conn, tmp_path):
-    path = orders_csv(tmp_path)
-    dag_run = run(dags_module, "dt_import_poke", file_path=str(path))
-    ti = dag_run.get_task_instance("import")
-    card_id = xcom(dag_run, "import")
-
-    class RuntimeTI:  # what the OpenLineage listener hands over: xcom_pull and task_id
-        task_id = ti.task_id
-
-        @staticmethod
-        def xcom_pull(task_ids: str, key: str):
-            return xcom(dag_run, task_ids, key=key)
-
-    from airflow_tables.operators.tables import DataTablesImportOperator
-
-    operator = DataTablesImportOperator(task_id="import", file_path=str(path))  # as rendered for that run
-    lineage = operator.get_openlineage_facets_on_complete(RuntimeTI())
-    assert [(d.namespace, d.name) for d in lineage.inputs] == [("file", str(path))]
-    host = datatables_conn.base_url.split("://", 1)[1]
-    assert [(d.namespace, d.name) for d in lineage.outputs] == [
-        (f"datatables://{host}", f"{datatables_conn.project_id}/{card_id}")
-    ]
-
-
 # -- issue 24: nothing left behind, and refusals no retry can change -------------------------------
 
 

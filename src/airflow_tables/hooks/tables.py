@@ -129,6 +129,11 @@ class DataTablesHook(TableWaits, ConnectionForm, DeprecatedMethods, BaseHook):
     # -- connection -------------------------------------------------------------------------
 
     @property
+    def known_settings(self) -> ConnectionSettings | None:
+        """The connection if resolved already, else ``None``: never a lookup (lineage reads it in a forked child)."""
+        return self._settings
+
+    @property
     def settings(self) -> ConnectionSettings:
         """The connection, resolved once (blocking: do not use on an event loop, see :meth:`asettings`)."""
         if self._settings is None:

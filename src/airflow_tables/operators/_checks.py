@@ -250,6 +250,8 @@ class Checked:
     #: ``on_bad_rows="quarantine"``: the rows set aside and where the rejects were written.
     bad_rows: int | None = None
     rejects: str | None = None
+    #: The expectations' result (``describe_dict()``, also XCom ``gx_result``), for lineage's data-quality facet.
+    gx_result: dict | None = None
 
     def recorded(self) -> dict[str, Any]:
         """What the job keeps of the checks (``operators._job.Job``'s fields): for the asset event, across tries."""
@@ -323,8 +325,9 @@ def _rows_checked(check: FileCheck, context: Context, source: Source, log: Any) 
         expectations=check.expectations,
     ) as aside:
         report, sent = aside.report, aside.source
+        gx_result = None
         if not quarantined:  # a quarantine checked the suite on the rows the rules let through
-            _expect(check, context, report, aside.as_local(), log)
+            gx_result = _expect(check, context, report, aside.as_local(), log)
         fingerprint = None
         if check.fingerprint:
             from airflow_tables.sources.fingerprint import fingerprint_file
@@ -333,31 +336,33 @@ def _rows_checked(check: FileCheck, context: Context, source: Source, log: Any) 
             assert local.local_path is not None
             fingerprint = fingerprint_file(local.local_path)
         bad_rows = aside.bad_rows if quarantined else None
-        yield Checked(fingerprint, report.rows, report.column_count, report, sent, bad_rows, aside.rejects)
+        yield Checked(fingerprint, report.rows, report.column_count, report, sent, bad_rows, aside.rejects, gx_result)
 
 
 def checked_file(check: FileCheck, context: Context, source: Source, log: Any) -> Checked:
     """Run ``check`` on ``source`` (one scan; the fingerprint alongside it): what was found, or a final failure."""
     if not check.fingerprint:
-        report = _validate(check, context, source, log)
+        report, gx_result = _validate(check, context, source, log)
         fingerprint = None
     else:
         from airflow_tables.sources.fingerprint import while_validating
 
         assert source.local_path is not None  # staged by opened_source
-        report, fingerprint = while_validating(lambda: _validate(check, context, source, log), source.local_path)
+        (report, gx_result), fingerprint = while_validating(
+            lambda: _validate(check, context, source, log), source.local_path
+        )
     if report is None:
-        return Checked(fingerprint)
-    return Checked(fingerprint, report.rows, report.column_count, report)
+        return Checked(fingerprint, gx_result=gx_result)
+    return Checked(fingerprint, report.rows, report.column_count, report, gx_result=gx_result)
 
 
-def _validate(check: FileCheck, context: Context, source: Source, log: Any) -> Any:
+def _validate(check: FileCheck, context: Context, source: Source, log: Any) -> tuple[Any, dict | None]:
     """The validation, then the expectations, whose result (``describe_dict()``) goes to XCom ``gx_result``.
 
-    Returns the validation report (``None`` when nothing was checked).
+    Returns the validation report (``None`` when the file was not validated) and that result.
     """
     if not check.scans:
-        return None
+        return None, None
     from airflow_tables.validation import validate_source
 
     # The schema check's column types come from this same scan (one read of the file).
@@ -373,11 +378,11 @@ def _validate(check: FileCheck, context: Context, source: Source, log: Any) -> A
         if unfinished is not None:
             raise unfinished
         raise AirflowFailException(str(CsvValidationError(report.path, report.errors)))
-    _expect(check, context, report, source, log)
-    return report if check.validate else None
+    gx_result = _expect(check, context, report, source, log)
+    return (report if check.validate else None), gx_result
 
 
-def _expect(check: FileCheck, context: Context, report: Any, source: Source, log: Any) -> None:
+def _expect(check: FileCheck, context: Context, report: Any, source: Source, log: Any) -> dict | None:
     """The expectations on ``source``, the file as sent; their result (``describe_dict()``) goes to XCom gx_result."""
     if check.expectations is not None:
         from airflow_tables.expectations import ExpectationsError
@@ -391,6 +396,8 @@ def _expect(check: FileCheck, context: Context, report: Any, source: Source, log
         log.info("%s", outcome.summary)
         if not outcome.success:
             raise AirflowFailException(f"{check.file_path}: {outcome.failure_message()}")
+        return outcome.result
+    return None
 
 
 def still_being_written(file_path: Any, report: Any, read_at: float) -> Exception | None:

@@ -24,7 +24,7 @@ from airflow_tables.model import TableStatus, TableWatch
 from airflow_tables.operators._checks import ReadCheck
 from airflow_tables.operators._refusals import Refused, end
 from airflow_tables.operators._schema import APPROVAL_KEY
-from airflow_tables.utils import waiting
+from airflow_tables.utils import openlineage, waiting
 from airflow_tables.utils.events import UploadRecord, record_upload
 from airflow_tables.version_compat import AirflowFailException
 
@@ -35,7 +35,10 @@ if TYPE_CHECKING:
     from pydantic import JsonValue
 
     from airflow_tables.hooks.tables import DataTablesHook
-    from airflow_tables.model import TableSummary
+    from airflow_tables.model import TableDetail, TableSummary
+    from airflow_tables.operators._checks import Checked
+    from airflow_tables.sources import Source
+    from airflow_tables.utils.openlineage import TaskLineage
 
 #: The durable note of the import a task sends (:class:`~airflow_tables.hooks.send_once.SendOnce`).
 PENDING_KEY = "datatables_import_sent"
@@ -63,6 +66,8 @@ _JOB_TYPES: dict[str, tuple[type, ...]] = {
     "stamp": (str, type(None)),
     "bad_rows": (int, type(None)),
     "rejects": (str, type(None)),
+    "sent_bytes": (int, type(None)),
+    "inputs": (list, type(None)),
 }
 
 
@@ -85,6 +90,9 @@ class Job:
         is still being read from the same file reconnects instead (:func:`forget_cleared_job`).
     :param bad_rows: the rows ``on_bad_rows="quarantine"`` set aside (``None``: no quarantine), and
         ``rejects`` where they were written: recorded on the asset event.
+    :param sent_bytes: the bytes sent (``None`` when not known without reading the file again), for lineage;
+        ``inputs``: what the checks found in the file, as lineage's datasets (``utils/openlineage.py``), so
+        that the try that resumes after a deferral reports them too.
     """
 
     project_id: str
@@ -99,6 +107,8 @@ class Job:
     stamp: str | None = None
     bad_rows: int | None = None
     rejects: str | None = None
+    sent_bytes: int | None = None
+    inputs: list[dict[str, Any]] | None = None
 
     @property
     def watch(self) -> TableWatch:
@@ -165,6 +175,8 @@ class ImportJobSteps:
     on_read_mismatch: str
     execution_timeout: timedelta | None
     defer: Callable[..., Any]
+    lineage: TaskLineage
+    known_table: Callable[[object], Any]
     _job: Job | None
     _table: TableSummary | None
     _read_as_counted: bool
@@ -222,6 +234,7 @@ class ImportJobSteps:
             waiting.log_ready(self.log, card_id, self._table)
             # The job kept by the try that deferred (its fingerprint, when it was accepted, validation's counts).
             job = resumed_job(self._store(context).get(self.external_id_key), self.department, card_id)
+            self.lineage.inputs = openlineage.facts_from_json(job.inputs) or openlineage.file_datasets(self.file_path)
             self._read_as_counted = self._check_read(job, self._table)
             self._record(context, job)
             return card_id
@@ -235,9 +248,12 @@ class ImportJobSteps:
         not validated.
         """
         check = ReadCheck(job.rows, job.columns, self.on_read_mismatch)
+        self._learn_output(job, table)
         if not check.counted or table is None:
             return True
-        message = check.mismatch(self.hook.table(job.project_id, job.card_id), job.project_id, self.file_path)
+        detail = self.hook.table(job.project_id, job.card_id)
+        self._learn_output(job, table, detail)
+        message = check.mismatch(detail, job.project_id, self.file_path)
         if message is None:
             return True
         if check.policy == "warn":
@@ -276,6 +292,7 @@ class ImportJobSteps:
         if self._job is None or self._job.card_id != job.card_id:
             context["ti"].xcom_push(key=CARD_ID_XCOM_KEY, value=job.card_id)
         self._job = job
+        self._learn_output(job)
         return job
 
     def _show_link(self, context: Context, job: Job) -> None:
@@ -318,10 +335,32 @@ class ImportJobSteps:
 
             timing("wait_seconds", max(0.0, time.time() - job.accepted_at), project_id=ref.project_id)
 
-    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
-        """The uploaded file as input and the table as output (called by the OpenLineage provider only)."""
-        from airflow_tables.utils.openlineage import import_lineage
+    # -- lineage: learned as the try goes, read by the OpenLineage provider (utils/openlineage.py) --
 
-        card_id = task_instance.xcom_pull(task_ids=task_instance.task_id, key=CARD_ID_XCOM_KEY)
-        ref = table_ref(self.department, card_id, service=self.hook.settings.base_url) if card_id else None
-        return import_lineage(self.file_path, ref)
+    def lineage_at_start(self) -> TaskLineage:
+        """The file (as named), and for a replacement its table (once the connection is read): known before sending."""
+        inputs = openlineage.file_datasets(self.file_path)
+        ref = self.known_table(self.card_id) if self.replaces else None
+        outputs = [] if ref is None else [openlineage.table_dataset(ref, change=openlineage.OVERWRITE)]
+        return openlineage.TaskLineage(inputs, outputs)
+
+    def _learn_input(self, source: Source, checked: Checked) -> None:
+        """What the checks found in the file: its schema, rows, size and data quality."""
+        facts = openlineage.validated(checked.report, bad_rows=checked.bad_rows, gx_result=checked.gx_result)
+        if isinstance(self.file_path, (list, tuple)):  # each part an input; the counts are the whole's
+            facts.pop("rows", None)
+        else:
+            facts["size"] = source.stored_size
+        self.lineage.inputs = openlineage.file_datasets(self.file_path, **facts)
+
+    def _learn_output(self, job: Job, table: TableSummary | None = None, detail: TableDetail | None = None) -> None:
+        """The table: what the try did to it, the bytes sent, and what its read showed (else validation's columns)."""
+        ref = table_ref(job.project_id, job.card_id, service=self.hook.settings.base_url)
+        change = None if job.skipped else openlineage.OVERWRITE if self.replaces else openlineage.CREATE
+        counted = {} if job.skipped else {"rows": job.rows, "size": job.sent_bytes}
+        known = [d for d in self.lineage.outputs if (d.namespace, d.name) == (ref.namespace, ref.name)]
+        dataset = known[0] if known else openlineage.table_dataset(ref)
+        facts = {"change": change, **counted, **openlineage.read_table(table, detail)}
+        if "columns" not in facts and not dataset.columns and self.lineage.inputs:
+            facts["columns"] = self.lineage.inputs[0].columns  # as validation typed them, until the read says
+        self.lineage.outputs = [openlineage.with_facts(dataset, **facts)]

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperator
 
 from airflow_tables._durable import first_try, forgotten_when_ended, task_series
+from airflow_tables.assets import table_ref
 from airflow_tables.evidence import FileFacts
 from airflow_tables.links import DataTablesTableLink
 from airflow_tables.model import TableStatus, check_wait
@@ -42,6 +43,7 @@ from airflow_tables.operators._recovery import (
     unchanged_since_recorded,
 )
 from airflow_tables.operators._refusals import ending_the_task
+from airflow_tables.utils import openlineage
 from airflow_tables.utils.events import TABLES_ALIAS
 from airflow_tables.utils.tasks import DataTablesTaskMixin
 from airflow_tables.version_compat import (
@@ -270,6 +272,7 @@ class DataTablesImportOperator(ImportJobSteps, ResumableJobMixin, _DataTablesOpe
         """
         with opened_source(self) as source, check_file(self, context, source) as checked:
             sent = checked.sent or source  # the good rows alone, when bad ones were set aside
+            self._learn_input(source, checked)
             project = self.department
             once = send_once(self, context)
             # Nothing sent yet in this try (a resume that comes back here, after approval, comes
@@ -280,7 +283,11 @@ class DataTablesImportOperator(ImportJobSteps, ResumableJobMixin, _DataTablesOpe
             if job is None:
                 job = self._import_once(context, project, once, sent, checked)
             stamp = self.source_stamp(source)
-        done = replace(job, series=once.series, stamp=stamp, **checked.recorded()).to_json()
+        sent_bytes = _bytes_sent(sent, checked)
+        inputs = openlineage.facts_to_json(self.lineage.inputs)  # for the try that resumes after a deferral
+        done = replace(
+            job, series=once.series, stamp=stamp, sent_bytes=sent_bytes, inputs=inputs, **checked.recorded()
+        ).to_json()
         return self._store(context).signed(self.external_id_key, done)  # stored by the mixin as it is
 
     def execute_schema_approval(self, context: Context, event: dict[str, Any]) -> str:
@@ -446,6 +453,12 @@ class DataTablesDeleteOperator(_DataTablesOperator):
         self.timeout = timeout
         self.conflict_retries = conflict_retries
 
+    def lineage_at_start(self) -> openlineage.TaskLineage:
+        """The table to drop, once the connection is read (while the templates were rendered)."""
+        ref = self.known_table(self.card_id)
+        dropped = [] if ref is None else [openlineage.table_dataset(ref, change=openlineage.DROP)]
+        return openlineage.TaskLineage([], dropped)
+
     def execute(self, context: Context) -> None:
         """Delete the table once it is not being read; a refusal ends the task as ``_refusals`` says."""
         from airflow_tables.exceptions import DataTablesError, DataTablesLockedError, DataTablesNotFoundError
@@ -469,6 +482,9 @@ class DataTablesDeleteOperator(_DataTablesOperator):
                 raise DataTablesLockedError(None, "", seen=True)
             self.hook.delete_card(project, self.card_id)
             self.log.info("Deleted table %s (%s) from department %s", self.card_id, table and table.name, project)
+            ref = table_ref(project, self.card_id, service=self.hook.settings.base_url)
+            rows = {"rows": table.rows} if table is not None and table.rows is not None else {}
+            self.lineage.outputs = [openlineage.table_dataset(ref, change=openlineage.DROP, **rows)]
 
         try:
             self.hook.send_when_idle(
@@ -495,6 +511,20 @@ class DataTablesDeleteOperator(_DataTablesOperator):
                 table=seen[0] if seen else None,
             )
             end(err, refused, self.log)
+
+
+def _bytes_sent(sent: Source, checked: Checked) -> int | None:
+    """The bytes the service received, where known without reading the file again (for lineage's statistics).
+
+    A file sent as stored (or its staged copy) is its size; one converted to UTF-8 on the way is the
+    size validation counted after conversion; an unvalidated converted file is not known.
+    """
+    if sent.codec is None and sent.size_known:
+        return sent.stored_size
+    report = checked.report
+    if report is not None and report.converted_bytes is not None:
+        return int(report.converted_bytes)
+    return None
 
 
 def _refuse_if_connected(card_id: str, table: TableSummary | None) -> None:

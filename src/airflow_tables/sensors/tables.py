@@ -9,8 +9,9 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
 
+from airflow_tables.assets import table_ref
 from airflow_tables.model import TableStatus, TableSummary, TableWatch, check_wait, service_time
-from airflow_tables.utils import waiting
+from airflow_tables.utils import openlineage, waiting
 from airflow_tables.utils.tasks import DataTablesTaskMixin, check_card_id
 from airflow_tables.version_compat import AirflowFailException, AirflowSkipException, conf
 
@@ -71,7 +72,7 @@ class DataTablesProcessedSensor(DataTablesTaskMixin, BaseSensorOperator):
                 self.log.info("Table %s is being read", self.card_id)
             return PokeReturnValue(is_done=False)
         with self._skipped_when_soft():
-            return PokeReturnValue(is_done=True, xcom_value=_summary(waiting.finished(look, department)))
+            return PokeReturnValue(is_done=True, xcom_value=self._read(waiting.finished(look, department)))
 
     def execute(self, context: Context) -> Any:
         if not self.deferrable:
@@ -154,6 +155,17 @@ class DataTablesProcessedSensor(DataTablesTaskMixin, BaseSensorOperator):
             )
             self._defer(watch, deadline)
         self.log.info("Table %s is ready: %s rows", self.card_id, table.rows if table else None)
+        return self._read(table)
+
+    def lineage_at_start(self) -> openlineage.TaskLineage:
+        """The table waited on, once the connection is read (while the templates were rendered)."""
+        ref = self.known_table(self.card_id)
+        return openlineage.TaskLineage([] if ref is None else [openlineage.table_dataset(ref)])
+
+    def _read(self, table: TableSummary | None) -> dict[str, Any]:
+        """The summary returned (XCom), the table's read kept for lineage (an input, with its rows)."""
+        ref = table_ref(self.department, self.card_id, service=self.hook.settings.base_url)
+        self.lineage.inputs = [openlineage.table_dataset(ref, **openlineage.read_table(table, None))]
         return _summary(table)
 
 

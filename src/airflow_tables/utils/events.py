@@ -24,6 +24,12 @@ Tables page counts the import once); Airflow gives it to the ordinary consumers 
 partition-aware ones, which it warns have no key. A partitioned run's events all carry its key:
 its ordinary consumers wait for an unpartitioned producer (docs/operators.md says so).
 
+One table, one asset, however its URI is written: the scheme's normaliser
+(:func:`airflow_tables.assets.sanitize_uri`) gives a hand-written ``datatables://LOCALHOST:8765/P/C``
+the URI the operators use, but Airflow also keys an asset by its name, which such an asset takes
+from its URI as written. So an event goes on the asset Airflow holds for the table's URI, whatever
+its name (:func:`table_asset_in_airflow`): the DAG scheduled on the hand-written asset runs.
+
 Any DAG can record an event on a table's asset, with any extras. ``skip_if_unchanged`` skips a
 paid replacement on the last record's fingerprint, so a record is signed (``signature``: an
 HMAC keyed by the connection's API key, over the extras and the DAG, task and run that recorded
@@ -72,7 +78,7 @@ def record_upload(
     key = partition_key or run_key  # an empty rendered template means no key of its own
     if key is not None:
         record = replace(record, partition_key=key)
-    asset = asset_of(ref)
+    asset = table_asset_in_airflow(ref)
     extra = record.to_extra(secret)
     if key is not None and key != run_key and _on_the_asset(context, asset, extra, key):
         if run_key is None:  # the ordinary consumers hear of it through an unkeyed twin
@@ -112,15 +118,36 @@ def _on_the_asset(context: Context, asset: Asset, extra: dict[str, Any], key: st
 
 def _known_to_airflow(asset: Asset) -> bool:
     """Whether Airflow has the asset, active (asked of the supervisor, as a task can)."""
-    from airflow.sdk.execution_time.comms import ErrorResponse, GetAssetByName
+    return _active_asset(asset.uri) is not None
+
+
+def table_asset_in_airflow(ref: TableRef) -> Asset:
+    """The asset Airflow holds, active, for the table's URI (a hand-written one keeps its name); else ours.
+
+    A DAG scheduled on ``Asset("datatables://LOCALHOST:8765/P/C")`` has an asset of that name and
+    the normal URI (:func:`~airflow_tables.assets.sanitize_uri`); Airflow activates one asset per
+    URI, and queues a DAG only for events on its own asset.
+    """
+    from airflow.sdk import Asset
+
+    ours = asset_of(ref)
+    held = _active_asset(ours.uri)
+    if held is None or held.name == ours.name:
+        return ours
+    return Asset(name=held.name, uri=held.uri, group=held.group or ours.group)
+
+
+def _active_asset(uri: str) -> Any:
+    """The active asset of ``uri``, as the supervisor answers (``name``, ``uri``, ``group``); ``None``: none."""
+    from airflow.sdk.execution_time.comms import ErrorResponse, GetAssetByUri
     from airflow.sdk.execution_time.task_runner import SUPERVISOR_COMMS
 
     try:
-        answer = SUPERVISOR_COMMS.send(GetAssetByName(name=asset.name))
+        answer = SUPERVISOR_COMMS.send(GetAssetByUri(uri=uri))
     except Exception as err:  # no supervisor (a plain execute()): nothing to attach the event to
-        log.warning("could not ask Airflow about asset %s: %s", asset.uri, err)
-        return False
-    return not isinstance(answer, ErrorResponse) and getattr(answer, "uri", None) == asset.uri
+        log.warning("could not ask Airflow about asset %s: %s", uri, err)
+        return None
+    return None if isinstance(answer, ErrorResponse) or getattr(answer, "uri", None) != uri else answer
 
 
 def last_upload(ref: TableRef, secret: str) -> UploadRecord | None:
@@ -135,7 +162,7 @@ def last_upload(ref: TableRef, secret: str) -> UploadRecord | None:
     from airflow_tables.version_compat import newest_asset_events
 
     try:
-        asset = asset_of(ref)  # name and URI both: by URI alone, Airflow finds only assets a DAG refers to
+        asset = table_asset_in_airflow(ref)  # name and URI: by URI alone, Airflow finds only assets a DAG refers to
         for event in newest_asset_events(asset.name, asset.uri, RECORDS_LOOKED_AT):
             if not has_fingerprint(event):
                 continue
