@@ -39,4 +39,4 @@ def test_the_extras_bring_the_emulator_pandas_and_gx_with_pandas():
     assert extras["parquet"] == {"pyarrow"}  # Parquet and JSON Lines, converted to CSV
     assert extras["sql"] == {"apache-airflow-providers-common-sql", "pyarrow"}  # a query's result, by those rules
     # The test tools are a dependency group, unpublished.
-    assert set(extras) == {"emulator", "pandas", "gx", "parquet", "s3"}
+    assert set(extras) == {"emulator", "pandas", "gx", "parquet", "s3", "sql"}
