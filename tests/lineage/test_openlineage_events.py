@@ -1,7 +1,7 @@
 """OpenLineage events through the real provider, as a platform team runs it (issue 43).
 
-`airflow dags test` runs tests/lineage/dags/datatables_lineage.py (import, a deferred replace,
-the sensor, delete, an import validation refuses) with the OpenLineage provider's file transport
+`airflow dags test` runs tests/lineage/dags/datatables_lineage.py (import, a deferred replace of
+an object in S3 (moto), the sensor, delete, an import validation refuses) with the OpenLineage provider's file transport
 and its default settings: the facet methods run in a child forked from the task's process, where
 a lookup hangs. Then once more with ``execute_in_thread``. The events' datasets and facets are
 checked against what the emulator holds.
@@ -17,13 +17,22 @@ import sys
 from pathlib import Path
 
 import pytest
+from tests._s3 import S3Server
 from tests.operators._runs import import_table, orders_csv
 
 DAG_FILE = Path(__file__).parent / "dags" / "datatables_lineage.py"
 TASKS = ("import", "replace", "wait", "delete", "refused")
 
 
-def _run_dag(tmp_path: Path, mode: str, drop: str) -> tuple[list[dict], str, dict[str, Path]]:
+@pytest.fixture(scope="module")
+def landing():
+    """An S3 server with a bucket ``landing``: the replace reads its file from there."""
+    with S3Server() as s3:
+        s3.create_bucket("landing")
+        yield s3
+
+
+def _run_dag(tmp_path: Path, mode: str, drop: str, s3: S3Server) -> tuple[list[dict], str, dict[str, Path]]:
     """Run the DAG once under ``mode`` ("fork": the provider's default, or "thread"); its events, log and files.
 
     ``drop``: the CardID of the table its delete task deletes.
@@ -37,6 +46,7 @@ def _run_dag(tmp_path: Path, mode: str, drop: str) -> tuple[list[dict], str, dic
         "bad": tmp_path / "bad.csv",
     }
     files["bad"].write_text("id,name\n1,a,extra\n", encoding="utf-8")
+    s3.upload("landing", f"exports/{mode}/orders_next.csv", files["next"])
     events = tmp_path / "events.jsonl"
     env = {
         **os.environ,
@@ -44,11 +54,12 @@ def _run_dag(tmp_path: Path, mode: str, drop: str) -> tuple[list[dict], str, dic
         "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps({"type": "file", "log_file_path": str(events), "append": True}),
         "AIRFLOW__OPENLINEAGE__NAMESPACE": "lineage-test",
         "DT_LINEAGE_FILE": str(files["first"]),
-        "DT_LINEAGE_NEXT_FILE": str(files["next"]),
+        "DT_LINEAGE_NEXT_FILE": f"s3://aws_lineage@landing/exports/{mode}/orders_next.csv",
         "DT_LINEAGE_BAD_FILE": str(files["bad"]),
         "DT_LINEAGE_DROP_CARD": drop,
         "DT_LINEAGE_ASSET_URI": f"datatables://LOCALHOST:{os.environ['DT_LINEAGE_PORT']}/P-1/CRD-1",
     }
+    env.update([s3.connection_env("aws_lineage")])
     if mode == "thread":
         env["AIRFLOW__OPENLINEAGE__EXECUTE_IN_THREAD"] = "True"
     airflow = str(Path(sys.executable).with_name("airflow"))
@@ -79,14 +90,14 @@ def _schema(dataset: dict) -> list[tuple[str, str | None]]:
 
 @pytest.mark.parametrize("mode", ["fork", "thread"])
 def test_every_task_reports_its_datasets_and_facets_to_openlineage(
-    dags_module, datatables_conn, tmp_path, monkeypatch, mode
+    dags_module, datatables_conn, landing, tmp_path, monkeypatch, mode
 ):
     project = datatables_conn.project_id
     drop = import_table(datatables_conn, orders_csv(tmp_path, name="to_drop.csv", rows=3))
     datatables_conn.wait_until_processed(project, drop)
     before = {c["CardID"] for c in datatables_conn.list_cards()}
     monkeypatch.setenv("DT_LINEAGE_PORT", datatables_conn.base_url.rsplit(":", 1)[1])
-    events, log, files = _run_dag(tmp_path, mode, drop)
+    events, log, files = _run_dag(tmp_path, mode, drop, landing)
     assert "expired" not in log, "the OpenLineage child hung and was killed: " + log[-3000:]
     tasks = _by_task(events)
     assert set(TASKS) <= tasks.keys(), (sorted(tasks), log[-3000:])
@@ -125,7 +136,9 @@ def test_every_task_reports_its_datasets_and_facets_to_openlineage(
     assert _datasets(replace_start, "outputs") == [table]
     assert replace_start["outputs"][0]["facets"]["lifecycleStateChange"]["lifecycleStateChange"] == "OVERWRITE"
     replaced = tasks["replace"][-1]
-    assert _datasets(replaced, "inputs") == [("file", str(files["next"]))]
+    # The object named as the Amazon provider and the naming spec name it: bucket namespace, key without "/".
+    assert _datasets(replace_start, "inputs") == [("s3://landing", f"exports/{mode}/orders_next.csv")]
+    assert _datasets(replaced, "inputs") == [("s3://landing", f"exports/{mode}/orders_next.csv")]
     assert replaced["inputs"][0]["inputFacets"]["inputStatistics"]["rowCount"] == 7  # kept across the deferral
     overwritten = replaced["outputs"][0]
     assert (overwritten["namespace"], overwritten["name"]) == table
