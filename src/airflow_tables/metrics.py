@@ -1,15 +1,9 @@
 """Credit accounting you can watch: the provider's metrics, through Airflow's ``Stats``.
 
-Names (all prefixed with Airflow's ``[metrics] statsd_prefix``), each tagged with the
-department (``project_id``):
-
-| metric | kind | what |
-|---|---|---|
-| ``datatables.imports`` | counter | imports and replacements the service accepted |
-| ``datatables.credits_spent`` | counter | credits those imports cost (one each) |
-| ``datatables.imports_skipped`` | counter | replacements not sent because the file was unchanged |
-| ``datatables.bytes_uploaded`` | counter | bytes of CSV sent in accepted imports |
-| ``datatables.wait_seconds`` | timer | from an accepted import to its table's end of reading |
+Names (all prefixed with Airflow's ``[metrics] statsd_prefix``), each tagged with the department
+(``project_id``; plain StatsD drops tags): ``datatables.imports``, ``credits_spent``,
+``bytes_uploaded``, ``imports_skipped`` (counters) and ``wait_seconds`` (a timer). docs/metrics.md
+says what each counts and when; tests/lineage/test_metrics.py receives them with a StatsD listener.
 
 Metrics never fail a task: where Airflow's ``Stats`` is not to be had, nothing is sent.
 """

@@ -58,6 +58,7 @@ from airflow_tables.model import (
     missing_from,
 )
 from airflow_tables.sources import Source, open_source
+from airflow_tables.tracing import span
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -418,7 +419,8 @@ class DataTablesHook(TableWaits, ConnectionForm, DeprecatedMethods, BaseHook):
 
         started = time.monotonic()
         try:
-            result = self._send(call)
+            with span("send", project_id=project, card_id=card_id, file=name, bytes=body.size):
+                result = self._send(call)
         except DataTablesConflictError as conflict:
             if card_id is None:
                 raise

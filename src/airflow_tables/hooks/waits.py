@@ -34,6 +34,7 @@ from airflow_tables.model import (
     TableWatch,
     check_wait,
 )
+from airflow_tables.tracing import span
 
 if TYPE_CHECKING:
     from airflow_tables.hooks._connection import ConnectionSettings
@@ -79,17 +80,19 @@ class TableWaits:
         """
         check_wait(poll_interval, timeout)
         deadline = None if timeout is None else time.monotonic() + timeout
-        look = self.look(project_id, watch)
-        while not look.status.is_terminal:
-            remaining = None if deadline is None else deadline - time.monotonic()
-            if remaining is not None and remaining <= 0:
-                waited = f"{timeout:g} s" if timeout else "the deadline"
-                raise DataTablesTimeoutError(None, f"{look.message} after {waited}", seen=True)
-            pause = poll_interval if remaining is None else min(poll_interval, remaining)
-            self.log.info("%s; next look in %g s", look.message, pause)
-            time.sleep(pause)
-            look = self.look(project_id, look.watch)
-        return look
+        card_id = watch if isinstance(watch, str) else watch.card_id
+        with span("wait", project_id=project_id, card_id=card_id):
+            look = self.look(project_id, watch)
+            while not look.status.is_terminal:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    waited = f"{timeout:g} s" if timeout else "the deadline"
+                    raise DataTablesTimeoutError(None, f"{look.message} after {waited}", seen=True)
+                pause = poll_interval if remaining is None else min(poll_interval, remaining)
+                self.log.info("%s; next look in %g s", look.message, pause)
+                time.sleep(pause)
+                look = self.look(project_id, look.watch)
+            return look
 
     def wait_for_processed(
         self,

@@ -301,11 +301,17 @@ def check_file(task: DataTablesImportOperator, context: Context, source: Source)
         task.skip_if_unchanged,
         row_check(task),
     )
+    from airflow_tables.tracing import span
+
     if check.rows is not None and check.rows.sorts:
-        with _rows_checked(check, context, source, task.log) as checked:
+        with contextlib.ExitStack() as held:
+            with span("validate", file=source.label):  # the checks, not the send the caller makes in the block
+                checked = held.enter_context(_rows_checked(check, context, source, task.log))
             yield checked
         return
-    yield checked_file(check, context, source, task.log)
+    with span("validate", file=source.label):
+        checked = checked_file(check, context, source, task.log)
+    yield checked
 
 
 @contextlib.contextmanager
