@@ -234,7 +234,7 @@ class ImportJobSteps:
             waiting.log_ready(self.log, card_id, self._table)
             # The job kept by the try that deferred (its fingerprint, when it was accepted, validation's counts).
             job = resumed_job(self._store(context).get(self.external_id_key), self.department, card_id)
-            self.lineage.inputs = openlineage.facts_from_json(job.inputs) or openlineage.file_datasets(self.file_path)
+            self.lineage.inputs = openlineage.facts_from_json(job.inputs) or self.named_inputs()
             self._read_as_counted = self._check_read(job, self._table)
             self._record(context, job)
             return card_id
@@ -339,10 +339,13 @@ class ImportJobSteps:
 
     def lineage_at_start(self) -> TaskLineage:
         """The file (as named), and for a replacement its table (once the connection is read): known before sending."""
-        inputs = openlineage.file_datasets(self.file_path)
         ref = self.known_table(self.card_id) if self.replaces else None
         outputs = [] if ref is None else [openlineage.table_dataset(ref, change=openlineage.OVERWRITE)]
-        return openlineage.TaskLineage(inputs, outputs)
+        return openlineage.TaskLineage(self.named_inputs(), outputs)
+
+    def named_inputs(self, **facts: Any) -> list[openlineage.DatasetFacts]:
+        """The datasets the table is made from, with ``facts`` (what the checks found): the file(s)."""
+        return openlineage.file_datasets(self.file_path, **facts)
 
     def _learn_input(self, source: Source, checked: Checked) -> None:
         """What the checks found in the file: its schema, rows, size and data quality."""
@@ -351,7 +354,7 @@ class ImportJobSteps:
             facts.pop("rows", None)
         else:
             facts["size"] = source.stored_size
-        self.lineage.inputs = openlineage.file_datasets(self.file_path, **facts)
+        self.lineage.inputs = self.named_inputs(**facts)
 
     def _learn_output(self, job: Job, table: TableSummary | None = None, detail: TableDetail | None = None) -> None:
         """The table: what the try did to it, the bytes sent, and what its read showed (else validation's columns)."""
@@ -362,5 +365,5 @@ class ImportJobSteps:
         dataset = known[0] if known else openlineage.table_dataset(ref)
         facts = {"change": change, **counted, **openlineage.read_table(table, detail)}
         if "columns" not in facts and not dataset.columns and self.lineage.inputs:
-            facts["columns"] = self.lineage.inputs[0].columns  # as validation typed them, until the read says
+            facts["columns"] = self.lineage.inputs[0].columns or None  # as validation typed them, until the read says
         self.lineage.outputs = [openlineage.with_facts(dataset, **facts)]

@@ -18,6 +18,7 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow_tables.operators.tables import DataTablesImportOperator
+from airflow_tables.utils import openlineage
 from airflow_tables.version_compat import AirflowException, AirflowFailException, AirflowSkipException
 
 if TYPE_CHECKING:
@@ -127,7 +128,9 @@ class SqlToDataTablesOperator(DataTablesImportOperator):
         """
         from airflow_tables.sources.query import QueryRefused, staged_result
 
-        connection = self._db_hook().get_conn()
+        hook = self._db_hook()
+        self._query_inputs = openlineage.sql_inputs(hook, self.sql)  # here, where the connection can be read
+        connection = hook.get_conn()
         with contextlib.ExitStack() as stack:
             try:
                 staging = staged_result(
@@ -155,6 +158,14 @@ class SqlToDataTablesOperator(DataTablesImportOperator):
             if result.rows == 0:
                 self._when_empty()
             yield result.source
+
+    def named_inputs(self, **facts: Any) -> list[openlineage.DatasetFacts]:
+        """The tables the query reads (known once it has run), with the data-quality verdict on its result.
+
+        The result's schema and counts are the table's (its output), not any one input's.
+        """
+        assertions = facts.get("assertions")
+        return [openlineage.with_facts(d, assertions=assertions) for d in getattr(self, "_query_inputs", [])]
 
     def source_stamp(self, source: Source) -> str | None:
         """No stamp: a query's result has no version to compare, so a cleared task always runs it again."""

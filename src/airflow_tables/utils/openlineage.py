@@ -16,6 +16,7 @@ leading slash; a table is ``datatables://<service>`` + ``<ProjectID>/<CardID>``
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -24,6 +25,8 @@ from urllib.parse import unquote, urlsplit
 if TYPE_CHECKING:
     from airflow_tables.assets import TableRef
     from airflow_tables.model import TableDetail, TableSummary
+
+log = logging.getLogger(__name__)
 
 #: Object stores whose OpenLineage namespace is ``<scheme>://<bucket>`` under the spec's own scheme name.
 _BUCKET_SCHEMES = {"s3": "s3", "s3a": "s3", "s3n": "s3", "gs": "gs", "gcs": "gs"}
@@ -140,6 +143,39 @@ def facts_from_json(value: object) -> list[DatasetFacts]:
         ]
     except (TypeError, ValueError, AttributeError):
         return []
+
+
+def sql_inputs(hook: Any, sql: str) -> list[DatasetFacts]:
+    """The tables a query reads, named as the OpenLineage provider names them for ``SQLExecuteQueryOperator``.
+
+    Its SQL parser, on the database the ``DbApiHook`` says it is (``get_openlineage_database_info``);
+    no lookup of the tables' schemas (a query to the database). Called in ``execute``, where the hook
+    has its connection; ``[]`` when the provider is not installed or is disabled, when the hook's
+    database is unknown to OpenLineage (SQLite), or when the query cannot be parsed.
+    """
+    try:
+        from airflow.providers.openlineage import conf as lineage_conf
+        from airflow.providers.openlineage.sqlparser import SQLParser
+    except ImportError:
+        return []
+    if lineage_conf.is_disabled():
+        return []
+    try:
+        connection = hook.get_connection(getattr(hook, hook.conn_name_attr))
+        database = hook.get_openlineage_database_info(connection)
+        if database is None:
+            return []
+        parser = SQLParser(
+            dialect=hook.get_openlineage_database_dialect(connection),
+            default_schema=hook.get_openlineage_default_schema(),
+        )
+        found = parser.generate_openlineage_metadata_from_sql(
+            sql=sql, hook=hook, database_info=database, use_connection=False
+        )
+    except Exception as err:  # lineage never fails a transfer
+        log.debug("no lineage for the query: %s", err)
+        return []
+    return [DatasetFacts(d.namespace, d.name) for d in found.inputs]
 
 
 # -- facts ------------------------------------------------------------------------------------
