@@ -7,7 +7,6 @@ import random
 
 import pytest
 
-import airflow_tables.sources as sources
 from airflow_tables.sources import open_source, transcode
 from airflow_tables.sources.transcode import Converter, declared
 from airflow_tables.validation import validate_csv
@@ -83,10 +82,10 @@ def test_the_hook_refuses_a_bad_byte_before_sending(tmp_path):
 def test_a_file_counted_window_by_window_on_two_threads_has_its_exact_length_and_first_bad_byte(tmp_path, monkeypatch):
     import mmap
 
-    from airflow_tables.sources import mapped
+    from airflow_tables.sources import mapped, streams
 
     monkeypatch.setattr(mapped, "WINDOW", mmap.ALLOCATIONGRANULARITY)  # many windows in a small file
-    monkeypatch.setattr(sources, "COUNT_THREADS", 2)
+    monkeypatch.setattr(streams, "COUNT_THREADS", 2)
     text = "".join(f"{i},Zürich,€{i},naïve\n" for i in range(3000))
     path = tmp_path / "legacy.csv"
     path.write_bytes(text.encode("cp1252"))

@@ -17,21 +17,17 @@ from airflow.sdk import BaseOperator
 
 from airflow_tables._durable import first_try, forgotten_when_ended, task_series
 from airflow_tables.assets import table_ref
-from airflow_tables.evidence import FileFacts
 from airflow_tables.links import DataTablesTableLink
 from airflow_tables.model import TableStatus, check_wait
 from airflow_tables.operators import _backfill, _schema
 from airflow_tables.operators._checks import (
-    Checked,
     check_arguments,
     check_combine,
     check_file,
     check_options,
     combined_parts,
     opened_source,
-    refuse_if_mapped_alike,
     source_problem,
-    warn_if_mapped_twice,
 )
 from airflow_tables.operators._job import NOTES, ImportJobSteps, Job
 from airflow_tables.operators._recovery import (
@@ -42,7 +38,7 @@ from airflow_tables.operators._recovery import (
     still_read_from_the_same_file,
     unchanged_since_recorded,
 )
-from airflow_tables.operators._refusals import ending_the_task
+from airflow_tables.operators._send import bytes_sent, send_file
 from airflow_tables.utils import openlineage
 from airflow_tables.utils.events import TABLES_ALIAS
 from airflow_tables.utils.tasks import DataTablesTaskMixin
@@ -57,7 +53,6 @@ if TYPE_CHECKING:
     from airflow.sdk import Context, ObjectStoragePath, XComArg
     from pydantic import JsonValue
 
-    from airflow_tables.hooks.send_once import SendOnce
     from airflow_tables.model import Look, TableSummary
     from airflow_tables.sources import Source
 
@@ -281,9 +276,9 @@ class DataTablesImportOperator(ImportJobSteps, ResumableJobMixin, _DataTablesOpe
             if job is None and checked.fingerprint is not None:
                 job = unchanged_since_recorded(self, project, checked.fingerprint)
             if job is None:
-                job = self._import_once(context, project, once, sent, checked)
+                job = send_file(self, context, project, once, sent, checked)
             stamp = self.source_stamp(source)
-        sent_bytes = _bytes_sent(sent, checked)
+        sent_bytes = bytes_sent(sent, checked)
         inputs = openlineage.facts_to_json(self.lineage.inputs)  # for the try that resumes after a deferral
         done = replace(
             job, series=once.series, stamp=stamp, sent_bytes=sent_bytes, inputs=inputs, **checked.recorded()
@@ -326,56 +321,6 @@ class DataTablesImportOperator(ImportJobSteps, ResumableJobMixin, _DataTablesOpe
     def source_stamp(self, source: Source) -> str | None:
         """What the file was when it was sent, cheaply (:func:`file_stamp`), for a clear to tell it unchanged."""
         return file_stamp(self.file_path, source)
-
-    # -- sending the file once ----------------------------------------------------------------
-
-    def _import_once(self, context: Context, project: str, once: SendOnce, source: Source, checked: Checked) -> Job:
-        """Send the file once, failing without retry on a refusal that no later try could change."""
-        from airflow_tables.evidence import upload_name
-
-        facts = FileFacts.of(checked.report)
-        with ending_the_task(self._refused(project), self.log):
-            if self.replaces:
-                return self._replace(context, project, once, source, checked)
-            refuse_if_mapped_alike(self, context, project, upload_name(source.name, self.table_name))
-            sent = once.send_new(project, source, table_name=self.table_name, facts=facts)
-            return Job(project, sent, rows=checked.rows, columns=checked.columns, series=once.series)
-
-    def _replace(self, context: Context, project: str, once: SendOnce, source: Source, checked: Checked) -> Job:
-        """Replace the table's data once it is not being read (the service refuses it meanwhile).
-
-        ``send_when_idle`` keeps the replacement rule of :mod:`airflow_tables.model` (a second after
-        the look that saw the last read end); a table that stays busy, or a refusal, ends the task as
-        :mod:`~airflow_tables.operators._refusals` says.
-        """
-        card_id = self.card_id
-        assert card_id is not None  # check_arguments made sure
-        warn_if_mapped_twice(self, context, card_id)
-        facts = FileFacts.of(checked.report)
-
-        def send(look: Look) -> Job:
-            if look.status is TableStatus.GONE:
-                raise AirflowFailException(f"cannot replace {card_id}: it is not in department {project}")
-            table = look.table
-            _refuse_if_connected(card_id, table)
-            _backfill.check_not_older(self, context, project, card_id)
-            _schema.check_schema(self, context, project, card_id, source, table, checked.report)
-            after = table.completion_time if table else None
-            once.send_replacement(
-                project, source, card_id, replaced_after=after, table_name=self.table_name, facts=facts
-            )
-            job = Job(project, card_id, after, rows=checked.rows, columns=checked.columns, series=once.series)
-            _backfill.record_replaced(self, context, project, card_id)
-            return job
-
-        return self.hook.send_when_idle(
-            project,
-            card_id,
-            send,
-            attempts=self.conflict_retries,
-            poll_interval=self.poll_interval,
-            timeout=self.timeout,
-        )
 
 
 class DataTablesReplaceOperator(DataTablesImportOperator):
@@ -511,32 +456,3 @@ class DataTablesDeleteOperator(_DataTablesOperator):
                 table=seen[0] if seen else None,
             )
             end(err, refused, self.log)
-
-
-def _bytes_sent(sent: Source, checked: Checked) -> int | None:
-    """The bytes the service received, where known without reading the file again (for lineage's statistics).
-
-    A file sent as stored (or its staged copy) is its size; one converted to UTF-8 on the way is the
-    size validation counted after conversion; an unvalidated converted file is not known.
-    """
-    if sent.codec is None and sent.size_known:
-        return sent.stored_size
-    report = checked.report
-    if report is not None and report.converted_bytes is not None:
-        return int(report.converted_bytes)
-    return None
-
-
-def _refuse_if_connected(card_id: str, table: TableSummary | None) -> None:
-    """Fail, before anything is sent, a replace of a table the look shows fed by a live connection.
-
-    Such a table's data comes from the connected system; the service refuses an upload in its
-    place (409), and would refuse it on every retry. A paused connection is left to the service.
-    """
-    if table is not None and table.fed_by_live_connection:
-        source = table.connector_source or "a connected system"
-        raise AirflowFailException(
-            f"cannot replace {card_id} ({table.name}): it is fed by an active connection to "
-            f"{source} (LockedFromDelete is true), and the service takes no upload in its place; nothing was sent. "
-            "Pause the connection first, or import the file as a table of its own."
-        )

@@ -10,6 +10,8 @@ it and know nothing of fsspec or codecs.
   a task's ``allowed_sources=``) before anything is read: every reader passes here.
 * :mod:`.storage` finds objects through Airflow's object storage (imported only for them).
 * :mod:`.transcode` converts a declared encoding to UTF-8 while the bytes are read.
+* :mod:`.streams` holds the byte streams a :class:`Source` hands out (held to its listed size, a
+  zip's member, the staged copy written as it is read) and the UTF-8 count of a converted file.
 * :func:`read_plan` decides, once, how a source is read (:class:`Reading`: in place,
   streamed, or staged) and whether it is too large to be worth reading; a reader follows the
   plan as it is handed: it streams the stored bytes (:meth:`Source.open_listed`, which refuses
@@ -33,14 +35,13 @@ from __future__ import annotations
 import contextlib
 import enum
 import functools
-import io
 import os
 from collections.abc import Callable, Generator, Hashable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, BinaryIO, Generic, TypeVar, cast
 
 from airflow_tables.sources.allowed import ARGUMENT, SourceNotAllowedError, check_object, check_path, parse_prefixes
-from airflow_tables.sources.compressed import MAGIC_BYTES, Compression, Decompressed, detect, open_zip_member
+from airflow_tables.sources.compressed import MAGIC_BYTES, Compression, Decompressed, detect
 from airflow_tables.sources.read_ahead import FileReadAhead, ReadAhead
 from airflow_tables.sources.storage import (
     SourceError,
@@ -52,6 +53,19 @@ from airflow_tables.sources.storage import (
     local_size,
     stat_object,
 )
+from airflow_tables.sources.streams import (
+    COPY_BLOCK,
+    CompressedAfterAll,
+    Copier,
+    Listed,
+    Prefixed,
+    by_suffix,
+    count_utf8,
+    file_ends,
+    plain_pieces,
+    spooled,
+    zip_member,
+)
 from airflow_tables.sources.tabular import CSV, InputFormat, check_encoding, csv_stream, input_format_of
 from airflow_tables.sources.transcode import (
     Codec,
@@ -59,8 +73,6 @@ from airflow_tables.sources.transcode import (
     DecodeError,
     Undecodable,
     Utf8Reader,
-    count_single_byte,
-    counts_natively,
     declared,
 )
 
@@ -84,18 +96,11 @@ __all__ = [
     "staging",
 ]
 
-#: Bytes copied at a time into a staged copy.
-COPY_BLOCK = 1024 * 1024
 #: How many times the CSV limit a compressed Parquet or JSON Lines file may decompress to before it is
 #: converted (JSON repeats its keys on every line; a file larger than this is refused, not spooled).
 SPOOL_FACTOR = 8
-#: How much of a converted source's stored bytes its staged copy keeps (``Source.stored_head``): the
-#: sample validation reads to see whether a declared encoding misreads a UTF-8 file.
-STORED_HEAD_BYTES = 64 * 1024
 #: Blocks of a file read ahead of its upload, on a thread of their own (the file's read and the send overlap).
 FILE_READ_AHEAD = 4
-#: Threads that count a local file's UTF-8 length in a single-byte code page (the upload waits for it).
-COUNT_THREADS = min(2, os.cpu_count() or 1)
 
 #: What a reader found in a copy's bytes (the validator's ``FileScan``: this package knows nothing of it).
 Found = TypeVar("Found")
@@ -197,7 +202,7 @@ class Source:
             )
         return self.copy_scan
 
-    def _copied(self, copier: _Copier, scan: CopyScan[Any] | None = None) -> Source:
+    def _copied(self, copier: Copier, scan: CopyScan[Any] | None = None) -> Source:
         """This source's staged copy, as ``copier`` wrote it; ``scan`` is kept only on a complete copy."""
         return Source(
             self.label,
@@ -229,7 +234,7 @@ class Source:
         object rewritten between its listing and its read is then refused where its end is
         read, not described by bytes that are not the ones listed.
         """
-        return cast(BinaryIO, _Listed(self.opener(), self.label, self.stored_size, self.compression is None))
+        return cast(BinaryIO, Listed(self.opener(), self.label, self.stored_size, self.compression is None))
 
     def open_csv(self, limit: int | None = None) -> BinaryIO:
         """The CSV bytes the service receives, before any encoding is converted: decompressed, converted from
@@ -241,7 +246,7 @@ class Source:
         if self.local_path is not None and self.compression is None:
             return csv_stream(open(self.local_path, "rb"), self.input_format, self.label)  # noqa: SIM115 - closed with it
         spool_limit = None if limit is None else SPOOL_FACTOR * limit
-        return csv_stream(_spooled(self, spool_limit), self.input_format, self.label)
+        return csv_stream(spooled(self, spool_limit), self.input_format, self.label)
 
     def open_decompressed(self, limit: int | None = None) -> BinaryIO:
         """The bytes as stored, decompressed (:meth:`open_listed` for a plain file), at most ``limit`` + 1 of them.
@@ -258,10 +263,10 @@ class Source:
             except BaseException:
                 listed.close()
                 raise
-            return cast(BinaryIO, _Prefixed(head, listed))
+            return cast(BinaryIO, Prefixed(head, listed))
         if self.compression.member is not None:
             return cast(BinaryIO, Decompressed(self.open_listed(), self.compression, self.label, limit))
-        return _zip_member(self)
+        return zip_member(self)
 
     def blocks(self, block_size: int) -> Generator[memoryview, None, None]:
         """The bytes the service receives, a block of about ``block_size`` at a time.
@@ -281,7 +286,7 @@ class Source:
                     yield from Utf8Reader(cast(BinaryIO, ahead), self.codec, block_size).blocks()
                 return
             if isinstance(raw, ReadAhead):
-                yield from _plain_pieces(raw.pieces(), self.label)
+                yield from plain_pieces(raw.pieces(), self.label)
                 return
             with FileReadAhead(raw, self.label, FILE_READ_AHEAD * block_size, block_size) as ahead:
                 yield from ahead.pieces()
@@ -299,7 +304,7 @@ class Source:
     @functools.cached_property
     def _counted_utf8_size(self) -> int:
         try:
-            size, error = _count_utf8(self)
+            size, error = count_utf8(self)
         except SourceError:
             raise
         except OSError as err:  # cut short or grown while counted (a mapped file's SIGBUS is one, see _transcode.c)
@@ -333,18 +338,6 @@ class Source:
         return line
 
 
-def _plain_pieces(pieces: Iterator[memoryview], label: str) -> Iterator[memoryview]:
-    """A plain object's pieces as its GET receives them, its first bytes checked not to be compressed."""
-    first = True
-    for piece in pieces:
-        if first and len(piece):
-            found = detect(label, "", bytes(piece[:MAGIC_BYTES]))
-            if found is not None:
-                raise CompressedAfterAll(label, found)
-            first = False
-        yield piece
-
-
 def open_source(
     file: Any,
     encoding: str | None = None,
@@ -372,8 +365,8 @@ def open_source(
         check_object(file, narrowed)
         obj = stat_object(file, check_local=lambda local: check_path(label, local, narrowed))
         # An object's first bytes are not read here (that would be a request of its own): its suffix
-        # says it is compressed, and a stream of a plain-named one checks its first bytes (_Listed).
-        head, tail = _ends(obj.local_path) if obj.local_path is not None else (b"", b"")
+        # says it is compressed, and a stream of a plain-named one checks its first bytes (Listed).
+        head, tail = file_ends(obj.local_path) if obj.local_path is not None else (b"", b"")
         compression = detect(label, obj.name, head) if head else by_suffix(label, obj.name)
         kind, name = _kind(label, obj.name, compression, (head, tail), input_format, codec)
         return Source(
@@ -390,7 +383,7 @@ def open_source(
     path = os.fspath(file)
     check_path(path, path, narrowed)
     size = local_size(path)
-    head, tail = _ends(path)
+    head, tail = file_ends(path)
     compression = detect(path, os.path.basename(path), head)
     kind, name = _kind(path, os.path.basename(path), compression, (head, tail), input_format, codec)
     return Source(path, name, size, path, codec, local_opener(path), compression=compression, input_format=kind)
@@ -412,45 +405,6 @@ def _kind(
     return kind, kind.csv_name(name)
 
 
-def _spooled(source: Source, limit: int | None) -> BinaryIO:
-    """``source``'s decompressed bytes in a temporary file (removed when closed), for a reader that seeks."""
-    import tempfile
-
-    spool = cast(BinaryIO, tempfile.TemporaryFile(prefix="airflow-tables-"))  # noqa: SIM115 - the caller's
-    try:
-        with source.open_decompressed(limit) as stored:
-            written = 0
-            while block := stored.read(COPY_BLOCK):
-                written += len(block)
-                if limit is not None and written > limit:
-                    raise SourceError(source.label, f"it is more than {limit:,} bytes once decompressed")
-                spool.write(block)
-        spool.seek(0)
-    except BaseException:
-        spool.close()
-        raise
-    return spool
-
-
-def _ends(path: str) -> tuple[bytes, bytes]:
-    """A local file's first and last bytes: enough to tell whether it is compressed, or Parquet."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(MAGIC_BYTES)
-            f.seek(max(0, os.fstat(f.fileno()).st_size - 4))
-            return head, f.read(4)
-    except OSError as err:
-        raise SourceError(path, err.strerror or type(err).__name__) from None
-
-
-def by_suffix(label: str, name: str) -> Compression | None:
-    """The compression an object's name says (``.gz``, ``.zst``, ...); its bytes are checked as they are read."""
-    from airflow_tables.sources.compressed import FORMATS
-
-    lowered = name.lower()
-    return next((c for c in FORMATS if any(lowered.endswith(suffix) for suffix in c.suffixes)), None)
-
-
 def identity(source: Source) -> str:
     """What tells these bytes in this place from any other: the location, and the content's fingerprint.
 
@@ -465,39 +419,6 @@ def identity(source: Source) -> str:
         where = os.path.realpath(source.local_path)
         return f"{where}\0{fingerprint_file(source.local_path, encoding=source.encoding)}"
     return f"{source.label}\0{source.version or 'unversioned'}\0{source.stored_size}\0{source.encoding or 'utf-8'}"
-
-
-def _count_utf8(source: Source) -> tuple[int, DecodeError | None]:
-    """Convert the whole source once, keeping only the count (and the first undecodable bytes).
-
-    A local file is counted in place (mapped, :mod:`airflow_tables.sources.mapped`), in a
-    single-byte code page on :data:`COUNT_THREADS` threads at once; an object as it streams.
-    """
-    assert source.codec is not None
-    converter = Converter(source.codec)
-    if source.local_path is not None and counts_natively(source.codec):
-        from airflow_tables.sources.mapped import each_window
-
-        codec = source.codec
-        counts = each_window(source.local_path, "counted", lambda view: count_single_byte(codec, view), COUNT_THREADS)
-        if not any(bad for _, bad in counts):
-            return sum(n for n, _ in counts), None
-        # A byte not valid in the code page: counted again in order, to say where the first one is.
-    if source.local_path is not None:
-        from airflow_tables.sources.mapped import mapped_windows
-
-        total = 0
-        for view in mapped_windows(source.local_path, "counted"):
-            for start in range(0, len(view), COPY_BLOCK):  # Python's decoders hold a block's text at once
-                total += converter.count(view[start : start + COPY_BLOCK])
-        return total + converter.count(b"", final=True), converter.first_error
-    total = 0
-    with source.open_stored() as raw:
-        while True:
-            block = raw.read(COPY_BLOCK)
-            total += converter.count(block, final=not block)
-            if not block:
-                return total, converter.first_error
 
 
 class Reading(enum.Enum):
@@ -605,7 +526,7 @@ class Staging:
     place) or the bytes are converted on the way.
     """
 
-    def __init__(self, source: Source, copier: _Copier | None = None) -> None:
+    def __init__(self, source: Source, copier: Copier | None = None) -> None:
         self.source = source if copier is None else copier.source
         self._copier = copier
         plain = self.source.codec is None and self.source.size_known
@@ -620,7 +541,7 @@ class Staging:
 
 
 @contextlib.contextmanager
-def _copying(source: Source, max_bytes: int | None) -> Iterator[_Copier]:
+def _copying(source: Source, max_bytes: int | None) -> Iterator[Copier]:
     """A copier of ``source``'s bytes (decompressed) into a file of its name in a new temporary directory.
 
     The directory is removed after the block.
@@ -636,198 +557,4 @@ def _copying(source: Source, max_bytes: int | None) -> Iterator[_Copier]:
         path = os.path.join(tmp, source.name or "source.csv")
         codec = source.codec
         with open(path, "wb") as out:
-            yield _Copier(source, raw, out, path, Converter(codec) if codec else None, max_bytes)
-
-
-def _zip_member(source: Source) -> BinaryIO:
-    """The one file of a zip source, decompressed; a zip in storage is first copied to a temporary file."""
-    import tempfile
-
-    if source.local_path is not None:
-        archive: BinaryIO = open(source.local_path, "rb")  # noqa: SIM115 - closed with the member
-    else:
-        archive = cast(BinaryIO, tempfile.TemporaryFile(prefix="airflow-tables-"))  # noqa: SIM115 - likewise
-        try:
-            with source.open_listed() as stored:
-                while block := stored.read(COPY_BLOCK):
-                    archive.write(block)
-            archive.seek(0)
-        except BaseException:
-            archive.close()
-            raise
-    try:
-        _, member = open_zip_member(archive, source.label)
-    except BaseException:
-        archive.close()
-        raise
-    return cast(BinaryIO, _ZipMember(member, archive))
-
-
-class _ZipMember(io.RawIOBase):
-    """A zip's one file, closing the zip with it."""
-
-    def __init__(self, member: BinaryIO, archive: BinaryIO) -> None:
-        super().__init__()
-        self._member = member
-        self._archive = archive
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        import zipfile
-        import zlib
-
-        try:
-            return self._member.readinto(buffer)  # type: ignore[attr-defined]
-        except (zipfile.BadZipFile, zlib.error, EOFError) as err:
-            raise SourceError(getattr(self._archive, "name", "zip"), f"its zip data is not valid ({err})") from None
-
-    def close(self) -> None:
-        if not self.closed:
-            try:
-                self._member.close()
-            finally:
-                self._archive.close()
-        super().close()
-
-
-class _Copier(io.RawIOBase):
-    """Copies a source's bytes (converted to UTF-8) to a local file as they are read through it, or by :meth:`finish`.
-
-    Reading it (only without a converter: the bytes read are the bytes written) lets a reader
-    see the copy's bytes once, as they are written; :meth:`finish` copies whatever is left.
-    Past ``max_bytes`` written, the copy stops and is not ``complete``.
-    """
-
-    def __init__(
-        self, source: Source, raw: Any, out: BinaryIO, path: str, converter: Converter | None, max_bytes: int | None
-    ) -> None:
-        super().__init__()
-        self.source = source  # as it is read (compressed after all: see _copying)
-        self.raw = raw
-        self.out = out
-        self.path = path
-        self.converter = converter
-        self.max_bytes = max_bytes
-        self.written = 0
-        self.head = bytearray()  # the first bytes as stored, kept when they are converted
-        self.complete = True
-        self.ended = False  # the source is read to its end, or the copy stopped at its limit
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        assert self.converter is None  # converted bytes do not fit the reader's buffer one for one
-        if self.ended:
-            return 0
-        view = memoryview(buffer).cast("B")
-        n = self.raw.readinto(view)
-        self._copy(view[:n])
-        return n
-
-    def finish(self) -> None:
-        """Copy the rest and close both ends: the copy at :attr:`path` is whole (or stopped at its limit)."""
-        view = memoryview(bytearray(COPY_BLOCK))
-        while not self.ended:
-            self._copy(view[: self.raw.readinto(view)])
-        self.raw.close()
-        self.out.close()
-
-    def _copy(self, data: memoryview) -> None:
-        if self.converter is not None and len(self.head) < STORED_HEAD_BYTES:
-            self.head += data[: STORED_HEAD_BYTES - len(self.head)]
-        converted = data if self.converter is None else self.converter.convert(data, final=not data)
-        self.out.write(converted)
-        self.written += len(converted)
-        if self.max_bytes is not None and self.written > self.max_bytes:
-            self.complete = False
-            self.ended = True
-        elif not data:
-            self.ended = True
-
-
-class CompressedAfterAll(SourceError):
-    """An object read as a plain file whose first bytes are a compression format's (its name has no suffix for it).
-
-    A reader that can start again reads :meth:`source_in` (a second GET, in this case only):
-    the staged copy and the validator do. The hook's upload straight from storage cannot: it
-    is cut off before the form ends (nothing is imported) with this error's words.
-    """
-
-    def __init__(self, label: str, compression: Compression) -> None:
-        super().__init__(
-            label,
-            f"its first bytes are {compression.name}'s but its name has no {compression.suffixes[0]}: "
-            f"validate it (which reads it decompressed), or name it {compression.suffixes[0]}",
-        )
-        self.compression = compression
-
-    def source_in(self, source: Source) -> Source:
-        """``source`` read as the compressed file it is."""
-        return replace(source, compression=self.compression)
-
-
-class _Prefixed(io.RawIOBase):
-    """A stream whose first bytes were read already (to look at them), given back before the rest."""
-
-    def __init__(self, head: bytes, rest: BinaryIO) -> None:
-        super().__init__()
-        self._head = memoryview(head)
-        self._rest = rest
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        if not self._head:
-            return self._rest.readinto(buffer)  # type: ignore[attr-defined]
-        view = memoryview(buffer).cast("B")
-        n = min(len(view), len(self._head))
-        view[:n] = self._head[:n]
-        self._head = self._head[n:]
-        return n
-
-    def close(self) -> None:
-        if not self.closed:
-            self._rest.close()
-        super().close()
-
-
-class _Listed(io.RawIOBase):
-    """Stored bytes held to the size they were listed with: reading their end after another count raises.
-
-    The check is made where the end is read, by whichever reader reads it (a streamed scan, a
-    copy), so no reader counts bytes or compares sizes itself; a reader that stops early (a
-    copy at its limit) has nothing to say about the size.
-    """
-
-    def __init__(self, raw: Any, label: str, size: int, plain: bool = False) -> None:
-        super().__init__()
-        self.raw = raw
-        self.label = label
-        self.size = size
-        self.count = 0
-        self.plain = plain  # read as not compressed: its first bytes must say so too
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        n = self.raw.readinto(buffer)
-        if self.plain and self.count == 0 and n:
-            found = detect(self.label, "", bytes(memoryview(buffer)[: min(n, MAGIC_BYTES)]))
-            if found is not None:
-                raise CompressedAfterAll(self.label, found)
-        self.count += n
-        if n == 0 and self.count != self.size and memoryview(buffer).nbytes:
-            raise SourceError(
-                self.label, f"it changed size while it was read ({self.size:,} bytes listed, {self.count:,} read)"
-            )
-        return n
-
-    def close(self) -> None:
-        if not self.closed:
-            self.raw.close()
-        super().close()
+            yield Copier(source, raw, out, path, Converter(codec) if codec else None, max_bytes)

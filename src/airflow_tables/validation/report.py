@@ -323,7 +323,7 @@ def local_report(source: Source, local: Source, scan: FileScan) -> CsvReport:
 
 
 #: How much of a file in a declared encoding is looked at to see whether it is UTF-8 after all
-#: (as much as a staged copy keeps of the stored bytes: ``sources.STORED_HEAD_BYTES``).
+#: (as much as a staged copy keeps of the stored bytes: ``sources.streams.STORED_HEAD_BYTES``).
 MISREAD_SAMPLE_BYTES = 64 * 1024
 _WIDE = ("utf-16", "utf-32")
 _NON_ASCII_WORD = re.compile(r'[^\s,;|"]{0,12}[^\x00-\x7f][^\s,;|"]{0,12}')
