@@ -21,7 +21,7 @@ from tests._s3 import S3Server
 from tests.operators._runs import import_table, orders_csv
 
 DAG_FILE = Path(__file__).parent / "dags" / "datatables_lineage.py"
-TASKS = ("import", "replace", "wait", "delete", "refused")
+TASKS = ("import", "replace", "wait", "delete", "refused", "checked", "quarantined")
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +44,9 @@ def _run_dag(tmp_path: Path, mode: str, drop: str, s3: S3Server) -> tuple[list[d
         "first": orders_csv(tmp_path, name="orders.csv", rows=20),
         "next": orders_csv(tmp_path, name="orders_next.csv", rows=7),
         "bad": tmp_path / "bad.csv",
+        "ragged": tmp_path / "ragged.csv",
     }
+    files["ragged"].write_text("id,name\n1,a\n2,b,extra\n3,c\n", encoding="utf-8")
     files["bad"].write_text("id,name\n1,a,extra\n", encoding="utf-8")
     s3.upload("landing", f"exports/{mode}/orders_next.csv", files["next"])
     events = tmp_path / "events.jsonl"
@@ -56,6 +58,7 @@ def _run_dag(tmp_path: Path, mode: str, drop: str, s3: S3Server) -> tuple[list[d
         "DT_LINEAGE_FILE": str(files["first"]),
         "DT_LINEAGE_NEXT_FILE": f"s3://aws_lineage@landing/exports/{mode}/orders_next.csv",
         "DT_LINEAGE_BAD_FILE": str(files["bad"]),
+        "DT_LINEAGE_RAGGED_FILE": str(files["ragged"]),
         "DT_LINEAGE_DROP_CARD": drop,
         "DT_LINEAGE_ASSET_URI": f"datatables://LOCALHOST:{os.environ['DT_LINEAGE_PORT']}/P-1/CRD-1",
     }
@@ -106,7 +109,10 @@ def test_every_task_reports_its_datasets_and_facets_to_openlineage(
         assert kinds[0] == "START" and kinds.count("START") >= 1, (task, kinds)
         assert kinds[-1] == ("FAIL" if task == "refused" else "COMPLETE"), (task, kinds)
 
-    (card_id,) = {c["CardID"] for c in datatables_conn.list_cards()} - before - {drop}
+    made_here = {c["CardID"] for c in datatables_conn.list_cards()} - before - {drop}
+    assert len(made_here) == 3  # import (then replaced), checked, quarantined; the refused import made none
+    card_id = tasks["import"][-1]["outputs"][0]["name"].split("/", 1)[1]
+    assert card_id in made_here
     service = f"datatables://{datatables_conn.base_url.split('://', 1)[1]}"
     table = (service, f"{project}/{card_id}")
     held = datatables_conn.request("GET", f"/v1.0/projects/{project}/cards/{card_id}", key=datatables_conn.api_key)[1]
@@ -157,6 +163,19 @@ def test_every_task_reports_its_datasets_and_facets_to_openlineage(
     assert (dropped["namespace"], dropped["name"]) == gone
     assert dropped["facets"]["lifecycleStateChange"]["lifecycleStateChange"] == "DROP"
     assert drop not in {c["CardID"] for c in datatables_conn.list_cards()}
+
+    # data quality: the suite's expectations, and the rows set aside, as assertions on the file.
+    checked = tasks["checked"][-1]["inputs"][0]["facets"]["dataQualityAssertions"]["assertions"]
+    assert [(a["assertion"], a["success"], a.get("column")) for a in checked] == [
+        ("datatables_csv_rules", True, None),
+        ("expect_column_values_to_not_be_null", True, "order_id"),
+    ]
+    quarantined = tasks["quarantined"][-1]
+    ragged = quarantined["inputs"][0]["facets"]["dataQualityAssertions"]["assertions"]
+    assert ("datatables_bad_rows_within_threshold", True, "1") in [
+        (a["assertion"], a["success"], a["actual"]) for a in ragged
+    ]
+    assert quarantined["outputs"][0]["outputFacets"]["outputStatistics"]["rowCount"] == 2  # the good rows sent
 
     # a table's asset as a task's inlet, spelled by hand: the table's dataset, as the operators name it.
     assert _datasets(tasks["report_on_table"][-1], "inputs") == [(service, "P-1/CRD-1")]

@@ -2,7 +2,8 @@
 
 Import a file, replace the table's data (deferred wait: the COMPLETE event comes from the try that
 resumes), wait on it with the sensor; delete another table; and an import that validation refuses
-(a FAIL event); and a task of the user's with a table's asset as its inlet. The files, the table to
+(a FAIL event); an import checked by a Great Expectations suite and one with a bad row set aside
+(their data-quality facets); and a task of the user's with a table's asset as its inlet. The files, the table to
 delete and the inlet's URI come from the environment the test sets.
 """
 
@@ -37,6 +38,22 @@ with DAG("dt_lineage", schedule=None, start_date=datetime(2026, 1, 1), catchup=F
 
     DataTablesDeleteOperator(
         task_id="delete", card_id=os.environ.get("DT_LINEAGE_DROP_CARD", "CRD-unset"), poll_interval=0.2, timeout=60
+    )
+
+    DataTablesImportOperator(
+        task_id="checked",
+        file_path=os.environ.get("DT_LINEAGE_FILE", "orders.csv"),
+        expectations={
+            "name": "orders",
+            "expectations": [{"type": "expect_column_values_to_not_be_null", "kwargs": {"column": "order_id"}}],
+        },
+        wait_for_completion=False,
+    )
+    DataTablesImportOperator(
+        task_id="quarantined",
+        file_path=os.environ.get("DT_LINEAGE_RAGGED_FILE", "ragged.csv"),
+        on_bad_rows="quarantine",
+        wait_for_completion=False,
     )
 
     @task(inlets=[Asset(os.environ.get("DT_LINEAGE_ASSET_URI", "datatables://LOCALHOST:8765/PRJ-test/CRD-unset"))])
