@@ -96,6 +96,21 @@ def test_postgres_columns_without_a_csv_form_are_refused_by_name(
     assert nothing_sent(datatables_conn, stats)
 
 
+def test_a_row_whose_only_column_is_null_is_a_row(pg, transfer_dags, datatables_conn):
+    """PostgreSQL writes such a row as an empty line, which a CSV reader skips: it must be read, and sent, as a row.
+
+    Sent as ``""``, as the Parquet conversion writes a one-column row of nothing: an empty line is no row.
+    """
+    sql = "SELECT v AS a FROM (VALUES (1), (NULL), (3), (NULL)) AS t(v)"
+    dag_run = run(transfer_dags, "sql_pg_import", sql=sql, table_name="lone_nulls")
+
+    assert state(dag_run, TASK) == "success"
+    assert datatables_conn.received_bytes(xcom(dag_run, TASK)).decode() == 'a\n1\n""\n3\n""\n'
+    text = "SELECT v AS a FROM (VALUES ('\\N'), (NULL), ('')) AS t(v)"  # the marker's bytes as text stay text
+    dag_run = run(transfer_dags, "sql_pg_import", sql=text, table_name="marker_text")
+    assert datatables_conn.received_bytes(xcom(dag_run, TASK)).decode() == 'a\n\\N\n""\n""\n'
+
+
 def test_parameters_are_bound_by_the_driver(pg, transfer_dags, datatables_conn):
     dag_run = run(transfer_dags, "sql_pg_parameters", word="it's; 'quoted'", table_name="bound")
 

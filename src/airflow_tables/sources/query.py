@@ -58,6 +58,8 @@ BLOCK_ROWS = 4 * 1024
 #: grows with it (a block's values are copied a few times as they are written): 512 KiB keeps the
 #: transfer's memory under 64 MiB, and larger blocks were not faster.
 BLOCK_BYTES = 512 * 1024
+#: How PostgreSQL's ``COPY`` writes a NULL (unquoted; a text value of these bytes is quoted).
+NULL_MARK = "\\N"
 #: Blocks of PostgreSQL's ``COPY`` text read ahead of their conversion.
 COPY_AHEAD = 2
 #: What a refusal of a column without a CSV form tells the query's author to do.
@@ -222,17 +224,20 @@ def _postgres_copy(connection: Any, driver: str, sql: str, parameters: Any, labe
     positions = [f"f{i}" for i in range(len(names))]
     options = (
         pcsv.ReadOptions(column_names=positions, use_threads=False, block_size=1 << 30),
-        pcsv.ParseOptions(newlines_in_values=True),
+        # A one-column row of an empty text is an empty line: a row, not a line to skip.
+        pcsv.ParseOptions(newlines_in_values=True, ignore_empty_lines=False),
         pcsv.ConvertOptions(
             column_types=dict(zip(positions, schema.types, strict=True)),
-            null_values=[""],
+            # NULL is \N, not an empty field: a row whose one column is NULL would be an empty line,
+            # which a CSV reader skips (a one-column result lost its NULL rows). A text value "\N" comes quoted.
+            null_values=[NULL_MARK],
             true_values=["t"],
             false_values=["f"],
-            strings_can_be_null=False,
+            strings_can_be_null=True,
             quoted_strings_can_be_null=False,
         ),
     )
-    copy = f"COPY (\n{query}\n) TO STDOUT WITH (FORMAT csv)"
+    copy = f"COPY (\n{query}\n) TO STDOUT WITH (FORMAT csv, NULL '{NULL_MARK}')"
     plain = schema.remove_metadata()
 
     def produce(put: Callable[[tuple[int, bytearray]], None]) -> None:
