@@ -21,7 +21,7 @@ from tests._s3 import S3Server
 from tests.operators._runs import import_table, orders_csv
 
 DAG_FILE = Path(__file__).parent / "dags" / "datatables_lineage.py"
-TASKS = ("import", "replace", "wait", "delete", "refused", "checked", "quarantined")
+TASKS = ("import", "replace", "wait", "delete", "refused", "checked", "quarantined", "combined")
 
 
 @pytest.fixture(scope="module")
@@ -110,7 +110,7 @@ def test_every_task_reports_its_datasets_and_facets_to_openlineage(
         assert kinds[-1] == ("FAIL" if task == "refused" else "COMPLETE"), (task, kinds)
 
     made_here = {c["CardID"] for c in datatables_conn.list_cards()} - before - {drop}
-    assert len(made_here) == 3  # import (then replaced), checked, quarantined; the refused import made none
+    assert len(made_here) == 4  # import (then replaced), checked, quarantined, combined; the refused one made none
     card_id = tasks["import"][-1]["outputs"][0]["name"].split("/", 1)[1]
     assert card_id in made_here
     service = f"datatables://{datatables_conn.base_url.split('://', 1)[1]}"
@@ -176,6 +176,11 @@ def test_every_task_reports_its_datasets_and_facets_to_openlineage(
         (a["assertion"], a["success"], a["actual"]) for a in ragged
     ]
     assert quarantined["outputs"][0]["outputFacets"]["outputStatistics"]["rowCount"] == 2  # the good rows sent
+
+    # many files, one table: each part an input (here the same file twice), the one table out with all their rows.
+    combined = tasks["combined"][-1]
+    assert _datasets(combined, "inputs") == [("file", str(files["first"]))] * 2
+    assert combined["outputs"][0]["outputFacets"]["outputStatistics"]["rowCount"] == 40
 
     # a table's asset as a task's inlet, spelled by hand: the table's dataset, as the operators name it.
     assert _datasets(tasks["report_on_table"][-1], "inputs") == [(service, "P-1/CRD-1")]

@@ -17,7 +17,7 @@ TASK = {"poll_interval": 0.2, "timeout": 60, "retries": 0, "retry_delay": timede
 
 with DAG(
     "dt_combine",
-    params={"parts": "", "by_name": ""},
+    params={"parts": "", "by_name": "", "retried": ""},
     schedule=None,
     start_date=datetime(2026, 1, 1),
     catchup=False,
@@ -28,4 +28,11 @@ with DAG(
     )
     DataTablesImportOperator(
         task_id="by_name", file_path="{{ params.by_name }}", combine="by_name", table_name="orders_by_name", **TASK
+    )
+    DataTablesImportOperator(  # one retry at once: a lost answer's next try
+        task_id="retried",
+        file_path="{{ params.retried }}",
+        combine=True,
+        table_name="orders_retried",
+        **{**TASK, "retries": 1},
     )

@@ -78,6 +78,24 @@ def test_a_list_of_parts_in_its_order_and_by_name_in_any_column_order(dags_modul
     assert datatables_conn.received_bytes(xcom(dag_run, "by_name")) == HEADER + rows(0, 2) + b"7,south,9\n"
 
 
+def test_a_combined_import_whose_answer_is_lost_is_adopted_by_the_retry_not_sent_again(
+    dags_module, datatables_conn, tmp_path
+):
+    """The one combined file is sent once: its retry finds the table the lost answer made (one credit)."""
+    for n in range(3):
+        (tmp_path / f"part-{n}.csv").write_bytes(HEADER + rows(n * 10, 10))
+    datatables_conn.reset_stats()
+    credits = datatables_conn.credits()
+    datatables_conn.set_faults([{"methods": ["POST"], "path": "/data/import", "drop": "after", "times": 1}])
+
+    dag_run = run(retried=str(tmp_path / "part-*.csv"))
+
+    ti = dag_run.get_task_instance("retried")
+    assert str(ti.state) == "success" and ti.try_number == 2
+    sent_once(datatables_conn, credits)
+    assert datatables_conn.received_bytes(xcom(dag_run, "retried")) == HEADER + rows(0, 30)
+
+
 def test_a_part_whose_header_differs_is_refused_naming_it_and_nothing_is_sent(dags_module, datatables_conn, tmp_path):
     (tmp_path / "p1.csv").write_bytes(HEADER + rows(0, 2))
     (tmp_path / "p2.csv").write_bytes(b"order_id,amount,region\n1,2,north\n")

@@ -3,8 +3,9 @@
 Import a file, replace the table's data (deferred wait: the COMPLETE event comes from the try that
 resumes), wait on it with the sensor; delete another table; and an import that validation refuses
 (a FAIL event); an import checked by a Great Expectations suite and one with a bad row set aside
-(their data-quality facets); and a task of the user's with a table's asset as its inlet. The files, the table to
-delete and the inlet's URI come from the environment the test sets.
+(their data-quality facets); a file imported twice as the two parts of one table (``combine=``);
+and a task of the user's with a table's asset as its inlet. The files, the table to delete and the
+inlet's URI come from the environment the test sets.
 """
 
 from __future__ import annotations
@@ -53,6 +54,14 @@ with DAG("dt_lineage", schedule=None, start_date=datetime(2026, 1, 1), catchup=F
         task_id="quarantined",
         file_path=os.environ.get("DT_LINEAGE_RAGGED_FILE", "ragged.csv"),
         on_bad_rows="quarantine",
+        wait_for_completion=False,
+    )
+
+    DataTablesImportOperator(
+        task_id="combined",
+        file_path=[os.environ.get("DT_LINEAGE_FILE", "orders.csv"), os.environ.get("DT_LINEAGE_FILE", "orders.csv")],
+        combine=True,
+        table_name="orders_twice",
         wait_for_completion=False,
     )
 
