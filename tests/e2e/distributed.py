@@ -346,7 +346,8 @@ class Component:
 class CeleryStack(AirflowStack):
     """Airflow on PostgreSQL and Redis with the CeleryExecutor; every component its own process.
 
-    ``workers`` and ``triggerers`` map a name to the task queues it consumes; ``taps`` maps
+    ``workers`` and ``triggerers`` map a name to the task queues it consumes (``capacities``: a
+    triggerer's most triggers at once, where given); ``taps`` maps
     a component name to the URL through which it reaches the Data Tables service (its
     ``datatables_default`` connection); ``connection`` is that connection without a host.
     """
@@ -363,6 +364,7 @@ class CeleryStack(AirflowStack):
         connection: dict,
         taps: dict[str, str],
         concurrency: int = 3,
+        capacities: dict[str, int] | None = None,
         extra_env: dict[str, str] | None = None,
         log_dir: Path = DISTRIBUTED_LOGS,
     ) -> None:
@@ -402,7 +404,8 @@ class CeleryStack(AirflowStack):
         for name, queues in triggerers.items():
             self.components[name] = Component(
                 name,
-                ["triggerer", "--queues", ",".join(queues)],
+                ["triggerer", "--queues", ",".join(queues)]
+                + (["--capacity", str(capacities[name])] if capacities and name in capacities else []),
                 {"AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(free_port())},
             )
         self.workers = list(workers)

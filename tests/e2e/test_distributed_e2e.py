@@ -51,6 +51,12 @@ HOLD = 10.0  # seconds worker-1's import answers are held before the kill
 MEASURED_INTERVALS = 3
 WORKERS = {"worker-1": ["default", OTHER_QUEUE], "worker-2": ["default", OTHER_QUEUE]}
 TRIGGERERS = {"triggerer-1": ["default"], "triggerer-2": ["default", OTHER_QUEUE]}
+#: Each triggerer takes every unassigned trigger it may (about once a second): a burst of deferrals
+#: (40 waits in about a second on a fast machine) went to triggerer-2 alone, and triggerer-1 had
+#: nothing to lose when killed. Held to the other department's waits and two thirds of the test
+#: department's, triggerer-2 leaves triggerer-1 at least a third of them; the other department's
+#: tasks weigh more (the DAG's priority_weight), so their waits come first into triggerer-2's room.
+CAPACITIES = {"triggerer-2": OTHER_FILES + 2 * TEST_FILES // 3}
 
 pytestmark = pytest.mark.timeout(1200)
 
@@ -163,6 +169,7 @@ def distributed(system_deps, e2e_marker, source, request):
             marker=e2e_marker,
             workers=WORKERS,
             triggerers=TRIGGERERS,
+            capacities=CAPACITIES,
             connection=connection,
             taps={name: tap.url for name, tap in taps.items()},
             extra_env=env,

@@ -43,6 +43,11 @@ with DAG(
     DataTablesImportOperator.partial(task_id="import_test", project_id="{{ params.test_project }}", **COMMON).expand(
         file_path=files_of.override(task_id="test_files")("test")
     )
-    DataTablesImportOperator.partial(
-        task_id="import_other", project_id="{{ params.other_project }}", queue=OTHER_QUEUE, **COMMON
+    DataTablesImportOperator.partial(  # first into the triggerers' room (tests/e2e: CAPACITIES)
+        task_id="import_other",
+        project_id="{{ params.other_project }}",
+        queue=OTHER_QUEUE,
+        priority_weight=10,
+        weight_rule="absolute",
+        **COMMON,
     ).expand(file_path=files_of.override(task_id="other_files", queue=OTHER_QUEUE)("other"))
