@@ -102,6 +102,7 @@ def test_every_task_reports_its_datasets_and_facets_to_openlineage(
     monkeypatch.setenv("DT_LINEAGE_PORT", datatables_conn.base_url.rsplit(":", 1)[1])
     events, log, files = _run_dag(tmp_path, mode, drop, landing)
     assert "expired" not in log, "the OpenLineage child hung and was killed: " + log[-3000:]
+    assert datatables_conn.api_key not in json.dumps(events), "the API key is in a lineage event"
     tasks = _by_task(events)
     assert set(TASKS) <= tasks.keys(), (sorted(tasks), log[-3000:])
     for task in TASKS:
