@@ -405,8 +405,13 @@ def _big_csv(path: Path) -> Path:
     return path
 
 
-def _start_upload_once_open(hook, path: Path) -> tuple[threading.Thread, dict]:
-    """Start ``import_csv`` in a thread; return once the hook holds the file open (the upload has begun)."""
+def _start_upload_once_open(hook, emulator, path: Path) -> tuple[threading.Thread, dict]:
+    """Start ``import_csv`` in a thread; return once the upload has begun and holds the file open.
+
+    The hook opens the file before it sends (to tell what it is), so an open file alone does not
+    say the upload began: first the service must have received the import's request line (its
+    log has it before the body is read), then the file must be open (the body being read from it).
+    """
     result: dict = {}
 
     def upload() -> None:
@@ -415,10 +420,14 @@ def _start_upload_once_open(hook, path: Path) -> tuple[threading.Thread, dict]:
         except BaseException as err:  # noqa: BLE001 - handed to the test
             result["error"] = err
 
+    emulator.reset_stats()
     real = os.path.realpath(path)
     thread = threading.Thread(target=upload, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30
+    while not any(r["method"] == "POST" for r in emulator.stats()["requests"]):
+        assert thread.is_alive() and time.monotonic() < deadline, result
+        time.sleep(0.01)
     while not any(_fd_target(fd) == real for fd in os.listdir("/proc/self/fd")):
         assert thread.is_alive() and time.monotonic() < deadline, result
         time.sleep(0.002)
@@ -441,7 +450,7 @@ def test_a_file_deleted_during_upload_lands_complete(own_emulator, own_hook, tmp
     # The server waits before it reads the body, so the upload is still under way when the file goes.
     own_emulator.set_faults([{"methods": ["POST"], "path": r"/data/import$", "latency": 1, "times": 1}])
     try:
-        thread, result = _start_upload_once_open(own_hook, path)
+        thread, result = _start_upload_once_open(own_hook, own_emulator, path)
         path.unlink()
         thread.join(60)
     finally:
@@ -456,11 +465,10 @@ def test_a_file_deleted_during_upload_lands_complete(own_emulator, own_hook, tmp
 @linux_only
 def test_a_file_truncated_during_upload_fails_and_uploads_nothing(own_emulator, own_hook, tmp_path):
     path = _big_csv(tmp_path / "truncated.csv")
-    own_emulator.reset_stats()
     credits = own_emulator.credits()
     own_emulator.set_faults([{"methods": ["POST"], "path": r"/data/import$", "latency": 1, "times": 1}])
     try:
-        thread, result = _start_upload_once_open(own_hook, path)
+        thread, result = _start_upload_once_open(own_hook, own_emulator, path)
         os.truncate(path, 1000)
         thread.join(60)
     finally:
