@@ -78,6 +78,16 @@ def get_provider_info() -> dict:
                         "example": "1",
                         "default": "1",
                     },
+                    "dry_run": {
+                        "description": "Every Data Tables operator of the deployment runs dry: its checks and "
+                        "free looks (list, fetch) run, nothing is imported or deleted, no asset event is "
+                        "recorded, and its decision goes to XCom 'plan' (a staging Airflow pointed at the real "
+                        "service). An operator's own dry_run=True does the same for one task. See docs/plan.md.",
+                        "version_added": "0.3.0",
+                        "type": "boolean",
+                        "example": "True",
+                        "default": "False",
+                    },
                     "allowed_sources": {
                         "description": "Where operators and validate_csv may read files from: a comma-separated "
                         "list of allowed prefixes (local directories such as /data/incoming, URIs such as "

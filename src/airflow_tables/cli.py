@@ -3,7 +3,8 @@
 Imports only the validator (no Airflow, no pandas), so it answers in milliseconds. The
 quarantine preview (``--rejects``, ``--max-bad-rows``, ``--max-bad-fraction``) imports what it
 needs when it is asked for, and contacts no service either: it decides what the import
-operators' ``on_bad_rows="quarantine"`` would, locally.
+operators' ``on_bad_rows="quarantine"`` would, locally. ``airflow-tables plan`` (:mod:`airflow_tables.planning`)
+imports Airflow when it is asked for: it loads a DAG and asks its tasks what they would do.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from airflow_tables.sources.transcode import declared
@@ -261,7 +263,47 @@ def build_parser() -> argparse.ArgumentParser:
         help="refuse a file whose bad rows are more than F (0 to 1) of its data rows",
     )
     validate.set_defaults(func=_validate, usage_error=validate.error)
+    plan = commands.add_parser(
+        "plan",
+        help="say what a DAG run would do to the Data Tables Service, and cost, before it runs",
+        description=(
+            "Load the DAG as Airflow does, render each Data Tables task's templates for the run, and print what "
+            "each would do (create, replace, skip, delete, refuse) and cost, then the credits per department. "
+            "Only free requests (list, fetch) reach the service. Run it where the Airflow CLI runs. Exit status "
+            "1 when a task would be refused (docs/plan.md)."
+        ),
+    )
+    plan.add_argument("dag_id", metavar="DAG_ID")
+    plan.add_argument("--logical-date", type=_logical_date, metavar="ISO", help="the run's logical date; default: now")
+    plan.add_argument("--conf", type=_run_conf, metavar="JSON", help="the run's conf, a JSON object")
+    plan.add_argument("--json", action="store_true", help="print one JSON object")
+    plan.set_defaults(func=_plan)
     return parser
+
+
+def _plan(args: argparse.Namespace) -> int:
+    os.environ.setdefault("_AIRFLOW_PROCESS_CONTEXT", "server")  # Airflow's CLI context: its metadata database
+    from airflow_tables.planning import print_plan
+
+    return print_plan(args.dag_id, args.logical_date, args.conf, args.json)
+
+
+def _logical_date(text: str) -> datetime:
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an ISO 8601 date") from None
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+def _run_conf(text: str) -> dict:
+    try:
+        value = json.loads(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"not JSON ({err})") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"a JSON object, not {type(value).__name__}")
+    return value
 
 
 def main(argv: Sequence[str] | None = None) -> int:

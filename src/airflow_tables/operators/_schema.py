@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass, replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from airflow_tables.operators._dry_run import approval_needed, dry_run_enabled
 from airflow_tables.version_compat import AIRFLOW_V_3_3_PLUS, AirflowFailException
 
 if TYPE_CHECKING:
@@ -283,6 +284,8 @@ def check_schema(
         return
     if guard.policy != "approve":
         raise AirflowFailException(guard.refusal(found, task.file_path, card_id, detail.name, project))
+    if dry_run_enabled(task):  # a dry run asks nobody: it would replace once a person approves
+        raise approval_needed(card_id, project, found.shown)
     _approved_or_ask(task, context, source, detail, found.shown, table)
 
 

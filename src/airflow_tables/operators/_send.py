@@ -1,4 +1,5 @@
-"""Sending an import's file once: a new table, or a replacement once its table is not being read.
+"""Sending an import's file once: a new table, or a replacement once its table is not being read; or, in a dry
+run, deciding it (:func:`decide_import`, the same steps up to the send).
 
 What the import operator (:mod:`airflow_tables.operators.tables`) calls once its checks have
 passed: the paid request goes through :class:`~airflow_tables.hooks.send_once.SendOnce` (a lost
@@ -10,13 +11,23 @@ look that found the table idle.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 from airflow_tables.evidence import FileFacts
 from airflow_tables.model import TableStatus
 from airflow_tables.operators import _backfill, _schema
-from airflow_tables.operators._checks import Checked, refuse_if_mapped_alike, warn_if_mapped_twice
+from airflow_tables.operators._checks import (
+    Checked,
+    check_arguments,
+    check_file,
+    opened_source,
+    refuse_if_mapped_alike,
+    warn_if_mapped_twice,
+)
+from airflow_tables.operators._dry_run import Plan, Planned, PlannedSend, decided
 from airflow_tables.operators._job import Job
+from airflow_tables.operators._recovery import unchanged_since_recorded
 from airflow_tables.operators._refusals import ending_the_task
 from airflow_tables.version_compat import AirflowFailException
 
@@ -28,11 +39,18 @@ if TYPE_CHECKING:
     from airflow_tables.operators.tables import DataTablesImportOperator
     from airflow_tables.sources import Source
 
+    #: What sends the import: the task's :class:`SendOnce`, or a dry run's stand-in that raises its decision.
+    Sender = SendOnce | PlannedSend
+
 
 def send_file(
-    task: DataTablesImportOperator, context: Context, project: str, once: SendOnce, source: Source, checked: Checked
+    task: DataTablesImportOperator, context: Context, project: str, once: Sender, source: Source, checked: Checked
 ) -> Job:
-    """Send the file once, failing without retry on a refusal that no later try could change."""
+    """Send the file once, failing without retry on a refusal that no later try could change.
+
+    In a dry run ``once`` is a :class:`~airflow_tables.operators._dry_run.PlannedSend`, which raises
+    the decision where the file would be sent.
+    """
     from airflow_tables.evidence import upload_name
 
     facts = FileFacts.of(checked.report)
@@ -45,7 +63,7 @@ def send_file(
 
 
 def _replace(
-    task: DataTablesImportOperator, context: Context, project: str, once: SendOnce, source: Source, checked: Checked
+    task: DataTablesImportOperator, context: Context, project: str, once: Sender, source: Source, checked: Checked
 ) -> Job:
     """Replace the table's data once it is not being read (the service refuses it meanwhile).
 
@@ -71,6 +89,9 @@ def _replace(
         _backfill.record_replaced(task, context, project, card_id)
         return job
 
+    if isinstance(once, PlannedSend):  # a dry run decides on one look, without waiting out a read
+        once.seen = task.hook.look(project, card_id)
+        return send(once.seen)
     return task.hook.send_when_idle(
         project,
         card_id,
@@ -79,6 +100,32 @@ def _replace(
         poll_interval=task.poll_interval,
         timeout=task.timeout,
     )
+
+
+def decide_import(task: Any, context: Context) -> Plan:
+    """What an import or a replacement would do: its checks and looks as ``submit_job`` makes them, up to the send.
+
+    What a retry would find of an earlier try is not looked for: a dry run sends nothing to find.
+    """
+
+    def flow() -> Plan | None:
+        check_arguments(task)
+        with opened_source(task) as source, check_file(task, context, source) as checked:
+            project = task.department
+            aside = ""
+            if checked.bad_rows:
+                aside = f"; {checked.bad_rows} bad row(s) set aside in {checked.rejects}"
+            if checked.fingerprint is not None and unchanged_since_recorded(task, project, checked.fingerprint):
+                reason = f"{task.card_id} holds this file already and was not refreshed since (skip_if_unchanged)"
+                return Plan("skip", task.card_id, 0, reason + aside, project)
+            try:
+                send_file(task, context, project, PlannedSend(), checked.sent or source, checked)
+            except Planned as planned:
+                raise Planned(replace(planned.plan, reason=planned.plan.reason + aside)) from None
+        return None
+
+    nothing = Plan("refuse", task.card_id, 0, "the checks ended without a decision")
+    return decided(flow, lambda: task.department, nothing)
 
 
 def bytes_sent(sent: Source, checked: Checked) -> int | None:

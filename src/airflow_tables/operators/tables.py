@@ -29,6 +29,7 @@ from airflow_tables.operators._checks import (
     opened_source,
     source_problem,
 )
+from airflow_tables.operators._dry_run import Plan, Planned, decided, dry_run_enabled, run_dry
 from airflow_tables.operators._job import NOTES, ImportJobSteps, Job
 from airflow_tables.operators._recovery import (
     file_stamp,
@@ -38,7 +39,7 @@ from airflow_tables.operators._recovery import (
     still_read_from_the_same_file,
     unchanged_since_recorded,
 )
-from airflow_tables.operators._send import bytes_sent, send_file
+from airflow_tables.operators._send import bytes_sent, decide_import, send_file
 from airflow_tables.utils import openlineage
 from airflow_tables.utils.events import TABLES_ALIAS
 from airflow_tables.utils.tasks import DataTablesTaskMixin
@@ -61,18 +62,25 @@ __all__ = ["TABLES_ALIAS", "DataTablesDeleteOperator", "DataTablesImportOperator
 
 
 class _DataTablesOperator(DataTablesTaskMixin, BaseOperator):
-    """A Data Tables operator: ``project_id`` and ``datatables_conn_id`` on top of BaseOperator."""
+    """A Data Tables operator: ``project_id``, ``datatables_conn_id`` and ``dry_run`` on top of BaseOperator.
+
+    Each decides what it would do (``decide``, :mod:`~airflow_tables.operators._dry_run`): a dry run
+    (``dry_run``, or ``[datatables] dry_run``) ends there, and ``airflow-tables plan`` asks it.
+    """
 
     def __init__(
         self,
         *,
         project_id: str | None = None,
         datatables_conn_id: str = "datatables_default",
+        dry_run: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.project_id = project_id
         self.datatables_conn_id = datatables_conn_id
+        # Not ``self.dry_run``: BaseOperator has a method of that name (it renders the templates).
+        self.dry_run_only = dry_run
 
 
 #: The import operators' templated arguments.
@@ -146,6 +154,8 @@ class DataTablesImportOperator(ImportJobSteps, ResumableJobMixin, _DataTablesOpe
     :param rejects_path: the rejects CSV (templated; a path or URI); default: beside the file, ``<name>.rejects.csv``.
     :param column_types: ``{"column": "long" | "string"}``: a value not a whole number in a ``long`` column
         makes its row bad; a declared column the header lacks refuses the file.
+    :param dry_run: run every check and free look, send nothing, and push the decision to XCom ``plan``
+        (also ``[datatables] dry_run``; docs/plan.md).
     :param datatables_conn_id: the ``datatables`` connection (base URL and API key).
     """
 
@@ -238,7 +248,9 @@ class DataTablesImportOperator(ImportJobSteps, ResumableJobMixin, _DataTablesOpe
 
     # -- the flow (ResumableJobMixin's steps) --------------------------------------------------
 
-    def execute(self, context: Context) -> str:
+    def execute(self, context: Context) -> str | None:
+        if dry_run_enabled(self):  # a dry run's new table has no CardID yet
+            return run_dry(self, context)
         with forgotten_when_ended(context, self, NOTES):  # below 3.3 the notes are Variables
             try:
                 check_arguments(self)
@@ -257,6 +269,10 @@ class DataTablesImportOperator(ImportJobSteps, ResumableJobMixin, _DataTablesOpe
                 raise AirflowException(f"{self.task_id}: the import ended without a table; this is a bug")
             self._record(context, self._job)
             return self._job.card_id
+
+    def decide(self, context: Context) -> Plan:
+        """What this run would do, and cost: the checks and free looks of :meth:`submit_job`, nothing sent."""
+        return decide_import(self, context)
 
     def submit_job(self, context: Context) -> JsonValue:
         """Check the file, then import it once; return what a retry needs to find the table again.
@@ -285,7 +301,7 @@ class DataTablesImportOperator(ImportJobSteps, ResumableJobMixin, _DataTablesOpe
         ).to_json()
         return self._store(context).signed(self.external_id_key, done)  # stored by the mixin as it is
 
-    def execute_schema_approval(self, context: Context, event: dict[str, Any]) -> str:
+    def execute_schema_approval(self, context: Context, event: dict[str, Any]) -> str | None:
         """Resume after a person answered the ``on_schema_change="approve"`` form: send on approval, else fail.
 
         The approval is kept (the task's store) and the task runs again: its checks hold the file
@@ -365,6 +381,8 @@ class DataTablesDeleteOperator(_DataTablesOperator):
     :param timeout: seconds to wait for a read to end (``None``: no deadline).
     :param conflict_retries: how many times a delete refused because a new read started is
         waited out and sent again.
+    :param dry_run: look at the table and push the decision to XCom ``plan`` instead of deleting it
+        (also ``[datatables] dry_run``; docs/plan.md).
     :param datatables_conn_id: the ``datatables`` connection (base URL and API key).
     """
 
@@ -406,9 +424,26 @@ class DataTablesDeleteOperator(_DataTablesOperator):
 
     def execute(self, context: Context) -> None:
         """Delete the table once it is not being read; a refusal ends the task as ``_refusals`` says."""
-        from airflow_tables.exceptions import DataTablesError, DataTablesLockedError, DataTablesNotFoundError
+        if dry_run_enabled(self):
+            run_dry(self, context)
+            return
+        self._delete(dry=False)
+
+    def decide(self, context: Context) -> Plan:
+        """What this run would do: the look and the refusals of :meth:`execute`, nothing deleted."""
+        nothing = Plan("refuse", self.card_id, 0, "the delete ended without a decision")
+        return decided(lambda: self._delete(dry=True), lambda: self.department, nothing)
+
+    def _delete(self, *, dry: bool) -> Plan | None:
+        """Delete the table (``dry``: raise the decision instead, on one look); a plan when nothing is to delete."""
+        from airflow_tables.exceptions import (
+            DataTablesBusyError,
+            DataTablesError,
+            DataTablesLockedError,
+            DataTablesNotFoundError,
+        )
         from airflow_tables.hooks._ids import card_id_problem
-        from airflow_tables.operators._refusals import Refused, end
+        from airflow_tables.operators._refusals import Refused, end, ending
 
         problem = card_id_problem(self.card_id)
         if problem is not None:
@@ -425,6 +460,8 @@ class DataTablesDeleteOperator(_DataTablesOperator):
                 seen[:] = [table]
             if table is not None and table.locked_from_delete is True:  # read, and still locked: a live connection
                 raise DataTablesLockedError(None, "", seen=True)
+            if dry:
+                raise Planned(_planned_delete(self.card_id, project, look))
             self.hook.delete_card(project, self.card_id)
             self.log.info("Deleted table %s (%s) from department %s", self.card_id, table and table.name, project)
             ref = table_ref(project, self.card_id, service=self.hook.settings.base_url)
@@ -432,16 +469,22 @@ class DataTablesDeleteOperator(_DataTablesOperator):
             self.lineage.outputs = [openlineage.table_dataset(ref, change=openlineage.DROP, **rows)]
 
         try:
-            self.hook.send_when_idle(
-                project,
-                self.card_id,
-                delete,
-                attempts=self.conflict_retries,
-                poll_interval=self.poll_interval,
-                timeout=self.timeout,
-                wait=self.if_processing == "wait",
-                spacing=0.0,  # a delete starts no read: no replacement rule to keep
-            )
+            if dry:  # one look, no wait: the run would wait out a read, then do the same
+                look = self.hook.look(project, self.card_id)
+                if look.status is TableStatus.BEING_READ and self.if_processing == "fail":
+                    raise DataTablesBusyError(None, look.message)
+                delete(look)
+            else:
+                self.hook.send_when_idle(
+                    project,
+                    self.card_id,
+                    delete,
+                    attempts=self.conflict_retries,
+                    poll_interval=self.poll_interval,
+                    timeout=self.timeout,
+                    wait=self.if_processing == "wait",
+                    spacing=0.0,  # a delete starts no read: no replacement rule to keep
+                )
         except DataTablesError as err:
             refused = Refused(
                 "delete",
@@ -456,3 +499,13 @@ class DataTablesDeleteOperator(_DataTablesOperator):
                 table=seen[0] if seen else None,
             )
             end(err, refused, self.log)
+            found = ending(err, refused)  # the task succeeds without deleting (missing_ok)
+            return Plan("skip", self.card_id, 0, found.sentence if found else str(err), project)
+        return None
+
+
+def _planned_delete(card_id: str, project: str, look: Look) -> Plan:
+    """A dry run's delete: the table the look found, and whether the run would first wait out its read."""
+    named = f" ({look.table.name})" if look.table is not None and look.table.name else ""
+    when = ", once the read under way ends" if look.status is TableStatus.BEING_READ else ""
+    return Plan("delete", card_id, 0, f"delete {card_id}{named} from department {project}{when}", project)
