@@ -153,6 +153,22 @@ class DataTablesImportUncertainError(DataTablesError):
     """
 
 
+class DataTablesBudgetExceededError(DataTablesError):
+    """The department's credit budget for the day (UTC) is spent: the paid request was not sent.
+
+    ``[datatables] credit_budget``; the message names the budget, what was spent that day and by
+    which DAGs and tasks. The operators fail without retry (``on_budget_exhausted="fail"``) or wait
+    for the next UTC day (``"wait"``).
+    """
+
+
+class DataTablesBudgetUnavailableError(DataTablesError):
+    """The credit budget could not be checked (its ledger not reachable, or not trusted): nothing was sent.
+
+    The budget fails closed; Airflow's retries may find the ledger again.
+    """
+
+
 class CsvValidationError(ValueError):
     """A CSV file breaks the service's rules; ``problems`` lists every one found."""
 

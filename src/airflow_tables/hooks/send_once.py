@@ -31,7 +31,11 @@ from airflow_tables.evidence import (
     stored_names,
     upload_name,
 )
-from airflow_tables.exceptions import DataTablesImportUncertainError
+from airflow_tables.exceptions import (
+    DataTablesBudgetExceededError,
+    DataTablesBudgetUnavailableError,
+    DataTablesImportUncertainError,
+)
 from airflow_tables.model import TableDetail, TableStatus, TableSummary
 from airflow_tables.sources import Source, SourceError, open_source
 
@@ -142,7 +146,11 @@ class SendOnce:
 
     def _send(self, note: SentImport, source: Source, table_name: str | None) -> str:
         self.store.set(self.key, note.to_json())
-        answer = self.hook.send_import(note.project_id, source, note.card_id, table_name=table_name)
+        try:
+            answer = self.hook.send_import(note.project_id, source, note.card_id, table_name=table_name)
+        except (DataTablesBudgetExceededError, DataTablesBudgetUnavailableError):
+            self.store.delete(self.key)  # the budget held it back: nothing was sent, nothing for a later try to find
+            raise
         self.store.set(self.key, replace(note, answer=answer).to_json())
         return answer
 

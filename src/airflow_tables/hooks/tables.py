@@ -30,6 +30,7 @@ from airflow_tables.exceptions import (
     DataTablesNotFoundError,
     DataTablesPermissionError,
 )
+from airflow_tables.hooks._budget import credit_claimed
 from airflow_tables.hooks._connection import ConnectionSettings
 from airflow_tables.hooks._deprecated import DeprecatedMethods
 from airflow_tables.hooks._form import ConnectionForm
@@ -417,19 +418,20 @@ class DataTablesHook(TableWaits, ConnectionForm, DeprecatedMethods, BaseHook):
             f" to replace {card_id}" if card_id else "",
         )
 
-        started = time.monotonic()
-        try:
-            with span("send", project_id=project, card_id=card_id, file=name, bytes=body.size):
-                result = self._send(call)
-        except DataTablesConflictError as conflict:
-            if card_id is None:
-                raise
-            raise self._conflict(project, card_id, conflict, "replace") from None
-        except DataTablesError as exc:
-            failure = body.cut_off(call.request.url) or uncertain_import(exc, name, project, card_id)
-            if failure is exc:
-                raise
-            raise failure from exc
+        with credit_claimed(self.settings, self.datatables_conn_id, project, self.log):  # [datatables] credit_budget
+            started = time.monotonic()
+            try:
+                with span("send", project_id=project, card_id=card_id, file=name, bytes=body.size):
+                    result = self._send(call)
+            except DataTablesConflictError as conflict:
+                if card_id is None:
+                    raise
+                raise self._conflict(project, card_id, conflict, "replace") from None
+            except DataTablesError as exc:
+                failure = body.cut_off(call.request.url) or uncertain_import(exc, name, project, card_id)
+                if failure is exc:
+                    raise
+                raise failure from exc
         # A replacement keeps its id; the seed only implies that the answer repeats it.
         new_id = card_id_of(result) or card_id
         if new_id is None or not CARD_ID.match(new_id):

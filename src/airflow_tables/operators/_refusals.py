@@ -75,6 +75,10 @@ class DataTablesReadMismatchError(e.DataTablesReadMismatchError, AirflowFailExce
     """A read that differs from validation's counts, final: a retry would pay for the same reading."""
 
 
+class DataTablesBudgetExceededError(e.DataTablesBudgetExceededError, AirflowFailException):  # type: ignore[misc]
+    """The day's credit budget is spent, final (``on_budget_exhausted="fail"``): a retry today would be refused."""
+
+
 #: The final class of each service error the table may end a task with.
 FINAL: dict[type[e.DataTablesError], type[e.DataTablesError]] = {
     cls.__mro__[1]: cls
@@ -90,6 +94,7 @@ FINAL: dict[type[e.DataTablesError], type[e.DataTablesError]] = {
         DataTablesNotFoundError,
         DataTablesUploadFailedError,
         DataTablesReadMismatchError,
+        DataTablesBudgetExceededError,
     )
 }
 
@@ -162,6 +167,13 @@ ROWS: tuple[Row, ...] = (
         FAIL,
         "the organisation of the API key of {conn} has no import credit left ({msg}); each import uses one: add "
         "credit, then clear the task{final}",
+    ),
+    Row(
+        (e.DataTablesBudgetExceededError,),
+        WRITES,
+        FAIL,
+        "{msg}. Not retried (on_budget_exhausted='fail'): raise [datatables] credit_budget, or clear the task once "
+        "the budget is whole again (or pass on_budget_exhausted='wait')",
     ),
     Row(
         (e.DataTablesRejectedFileError, e.DataTablesBadRequestError),

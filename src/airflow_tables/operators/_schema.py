@@ -31,7 +31,7 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass, replace
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from airflow_tables.operators._dry_run import approval_needed, dry_run_enabled
 from airflow_tables.version_compat import AIRFLOW_V_3_3_PLUS, AirflowFailException
@@ -447,6 +447,34 @@ def resume(asked: Approval | None, event: dict[str, Any], task_id: str, approval
             f"{who} rejected {what}; nothing was sent and no credit was spent. The table keeps its data."
         )
     return replace(asked, approved_by=who)
+
+
+
+class ApprovalResume:
+    """The import operator's resume after a person answered the ``on_schema_change="approve"`` form."""
+
+    # What it reads of the operator.
+    log: Any
+    task_id: str
+    approval_timeout: float | None
+
+    def execute_schema_approval(self, context: Context, event: dict[str, Any]) -> str | None:
+        """Resume after a person answered the form: send on approval, else fail.
+
+        The approval is kept (the task's store) and the task runs again: its checks hold the file
+        and the table to what the person saw (:func:`check_schema`).
+        """
+        from airflow_tables._durable import forgotten_when_ended
+
+        task = cast("DataTablesImportOperator", self)
+        with forgotten_when_ended(context, task, (APPROVAL_KEY,)):
+            store = task._store(context)
+            approval = resume(Approval.from_json(store.get(APPROVAL_KEY)), event, self.task_id, self.approval_timeout)
+            self.log.info(
+                "%s approved %s; validating the file again before sending it", approval.approved_by, approval.describe()
+            )
+            store.set(APPROVAL_KEY, approval.to_json())
+            return task.execute(context)
 
 
 __all__ = [

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_tables.evidence import FileFacts
 from airflow_tables.model import TableStatus
 from airflow_tables.operators import _backfill, _schema
+from airflow_tables.operators._budget import waiting_for_budget
 from airflow_tables.operators._checks import (
     Checked,
     check_arguments,
@@ -54,7 +55,7 @@ def send_file(
     from airflow_tables.evidence import upload_name
 
     facts = FileFacts.of(checked.report)
-    with ending_the_task(task._refused(project), task.log):
+    with ending_the_task(task._refused(project), task.log), waiting_for_budget(task):
         if task.replaces:
             return _replace(task, context, project, once, source, checked)
         refuse_if_mapped_alike(task, context, project, upload_name(source.name, task.table_name))

@@ -19,7 +19,8 @@ from airflow_tables._durable import first_try, forgotten_when_ended, task_series
 from airflow_tables.assets import table_ref
 from airflow_tables.links import DataTablesTableLink
 from airflow_tables.model import TableStatus, check_wait
-from airflow_tables.operators import _backfill, _schema
+from airflow_tables.operators import _backfill, _budget, _schema
+from airflow_tables.operators._budget import BudgetResume
 from airflow_tables.operators._checks import (
     check_arguments,
     check_combine,
@@ -39,6 +40,7 @@ from airflow_tables.operators._recovery import (
     still_read_from_the_same_file,
     unchanged_since_recorded,
 )
+from airflow_tables.operators._schema import ApprovalResume
 from airflow_tables.operators._send import bytes_sent, decide_import, send_file
 from airflow_tables.utils import openlineage
 from airflow_tables.utils.events import TABLES_ALIAS
@@ -87,7 +89,7 @@ class _DataTablesOperator(DataTablesTaskMixin, BaseOperator):
 _TEMPLATED = ("project_id", "file_path", "card_id", "table_name", "partition_key", "rejects_path")
 
 
-class DataTablesImportOperator(ImportJobSteps, ResumableJobMixin, _DataTablesOperator):
+class DataTablesImportOperator(ImportJobSteps, ApprovalResume, BudgetResume, ResumableJobMixin, _DataTablesOperator):
     """Import a CSV file as a new table, or as an existing table's new data when ``card_id`` is given.
 
     The file is checked before any request (validation, then an optional Great Expectations
@@ -154,6 +156,8 @@ class DataTablesImportOperator(ImportJobSteps, ResumableJobMixin, _DataTablesOpe
     :param rejects_path: the rejects CSV (templated; a path or URI); default: beside the file, ``<name>.rejects.csv``.
     :param column_types: ``{"column": "long" | "string"}``: a value not a whole number in a ``long`` column
         makes its row bad; a declared column the header lacks refuses the file.
+    :param on_budget_exhausted: the department's ``[datatables] credit_budget`` for the day (UTC) is spent:
+        ``"fail"`` (no retry; nothing sent) or ``"wait"`` (deferred until the next UTC day, then run again).
     :param dry_run: run every check and free look, send nothing, and push the decision to XCom ``plan``
         (also ``[datatables] dry_run``; docs/plan.md).
     :param datatables_conn_id: the ``datatables`` connection (base URL and API key).
@@ -200,6 +204,7 @@ class DataTablesImportOperator(ImportJobSteps, ResumableJobMixin, _DataTablesOpe
         max_bad_fraction: float | None = None,
         rejects_path: str | None = None,
         column_types: dict[str, str] | None = None,
+        on_budget_exhausted: str = "fail",
         datatables_conn_id: str = "datatables_default",
         **kwargs: Any,
     ) -> None:
@@ -208,6 +213,7 @@ class DataTablesImportOperator(ImportJobSteps, ResumableJobMixin, _DataTablesOpe
         BadRowPolicy(on_bad_rows, max_bad_rows, max_bad_fraction)  # one no run could use fails the DAG's parse
         _schema.check_policy(on_schema_change, approval_timeout)
         _backfill.check_choice(if_older)
+        _budget.check_choice(on_budget_exhausted)
         check_options(poll_interval, timeout, card_id, skip_if_unchanged, encoding, allowed_sources, input_format)
         check_combine(combine, table_name, card_id, on_bad_rows, rejects_path)
         if on_read_mismatch not in ("fail", "warn"):
@@ -242,6 +248,7 @@ class DataTablesImportOperator(ImportJobSteps, ResumableJobMixin, _DataTablesOpe
         self.max_bad_fraction = max_bad_fraction
         self.rejects_path = rejects_path
         self.column_types = check_declared_types(column_types)
+        self.on_budget_exhausted = on_budget_exhausted
         self._job: Job | None = None  # the job this try works on, once published (the XComs, the asset event)
         self._table: TableSummary | None = None  # the table as the wait's last look saw it read
         self._read_as_counted = True  # False once a read differed from validation's counts ("warn")
@@ -300,22 +307,6 @@ class DataTablesImportOperator(ImportJobSteps, ResumableJobMixin, _DataTablesOpe
             job, series=once.series, stamp=stamp, sent_bytes=sent_bytes, inputs=inputs, **checked.recorded()
         ).to_json()
         return self._store(context).signed(self.external_id_key, done)  # stored by the mixin as it is
-
-    def execute_schema_approval(self, context: Context, event: dict[str, Any]) -> str | None:
-        """Resume after a person answered the ``on_schema_change="approve"`` form: send on approval, else fail.
-
-        The approval is kept (the task's store) and the task runs again: its checks hold the file
-        and the table to what the person saw (``_schema.check_schema``).
-        """
-        with forgotten_when_ended(context, self, (_schema.APPROVAL_KEY,)):
-            store = self._store(context)
-            asked = _schema.Approval.from_json(store.get(_schema.APPROVAL_KEY))
-            approval = _schema.resume(asked, event, self.task_id, self.approval_timeout)
-            self.log.info(
-                "%s approved %s; validating the file again before sending it", approval.approved_by, approval.describe()
-            )
-            store.set(_schema.APPROVAL_KEY, approval.to_json())
-            return self.execute(context)
 
     # -- the source (a transfer makes a query's result instead: transfers/sql_to_datatables.py) -----
 

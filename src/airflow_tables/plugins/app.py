@@ -2,7 +2,8 @@
 
 Built by :class:`~airflow_tables.plugins.plugin.LazyApp` on the api-server's first request.
 Every page and JSON route sits behind Airflow's own authentication and authorisation
-dependencies: reading connections and assets (and, for a task's table, the DAG's XComs).
+dependencies: reading connections and assets (and, for a task's table, the DAG's XComs); the
+credit claims of :mod:`.budget` are signed by workers with the connection's key instead.
 Unauthenticated requests get 401, unauthorised ones 403, pages and JSON alike. What is sent
 holds no API key: connections are described by :class:`.models.ConnectionInfo`, errors
 by the hook's scrubbed messages. Every JSON route declares its answer's model (:mod:`.models`);
@@ -31,6 +32,7 @@ from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 
+from airflow_tables.plugins.budget import add_routes as add_budget_routes
 from airflow_tables.plugins.models import (
     LISTED,
     ConnectionInfo,
@@ -220,4 +222,5 @@ def create_app(monitor: Monitor | None = None) -> FastAPI:
         response.headers.update(NO_STORE)
         return monitor.task_table(dag_id, run_id, task_id, _map_index(map_index), readable=readable)
 
+    add_budget_routes(app)  # workers' credit claims: signed with the connection's key, not a user's session
     return app
