@@ -78,6 +78,16 @@ def get_provider_info() -> dict:
                         "example": "1",
                         "default": "1",
                     },
+                    "credit_budget": {
+                        "description": "Credits each department may spend a day (UTC): a whole number for every "
+                        "department, or a JSON object of them with '*' for the rest. Claimed before each paid "
+                        "import in a ledger the api-server keeps; an import over it is not sent (the operators' "
+                        "on_budget_exhausted: fail, or wait for the next day). Empty: no budget. See docs/plan.md.",
+                        "version_added": "0.3.0",
+                        "type": "string",
+                        "example": '{"PRJ-1": 10, "*": 50}',
+                        "default": "",
+                    },
                     "dry_run": {
                         "description": "Every Data Tables operator of the deployment runs dry: its checks and "
                         "free looks (list, fetch) run, nothing is imported or deleted, no asset event is "

@@ -177,6 +177,10 @@ def watched_table(datatables_emulator) -> str | None:
     return resp.json()["CardID"]
 
 
+#: The stack's department's credit budget: more than its tests spend in a day.
+BUDGET = 1000
+
+
 @pytest.fixture(scope="session")
 def airflow_stack(postgres, datatables_emulator, watched_table, e2e_marker):
     global _stack
@@ -188,6 +192,9 @@ def airflow_stack(postgres, datatables_emulator, watched_table, e2e_marker):
         extra_env["DATATABLES_SERVICE"] = datatables_emulator.base_url
         extra_env["DATATABLES_WATCHED_CARD_ID"] = watched_table
         extra_env["DATATABLES_POLL_INTERVAL"] = "1"
+        # Every import of the stack's tasks claims a credit of this budget through the api-server (the
+        # workers have no database); the page shows what was claimed (tests/e2e/test_ui_e2e.py).
+        extra_env["AIRFLOW__DATATABLES__CREDIT_BUDGET"] = json.dumps({datatables_emulator.project_id: BUDGET})
     stack = AirflowStack(
         postgres,
         REPO / "dags",

@@ -29,7 +29,7 @@ from urllib.parse import quote
 import pytest
 import requests
 
-from .conftest import UI_REFRESH_SECONDS, datatables_connection
+from .conftest import BUDGET, UI_REFRESH_SECONDS, datatables_connection
 from .harness import REPO
 
 UI_DAG = "e2e_datatables_ui"  # tests/e2e/dags/e2e_datatables_ui.py
@@ -185,6 +185,15 @@ def credits_today(page) -> int:
     return int(found.group(1).replace(",", ""))
 
 
+def budget_today(page) -> tuple[int, int, int]:
+    """The budget line: the department's budget, what its ledger claimed today, what is left."""
+    text = page.locator(f"{SECTION} .credits").inner_text()
+    found = re.search(r"Budget: ([\d,]+) a day; ([\d,]+) claimed today, ([\d,]+) left\.", text)
+    assert found, text
+    budget, claimed, left = (int(group.replace(",", "")) for group in found.groups())
+    return budget, claimed, left
+
+
 def no_overflow(frame_or_page) -> None:
     width = frame_or_page.evaluate("() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]")
     assert width[0] <= width[1], f"the page is {width[0]} px wide in a {width[1]} px window"
@@ -200,6 +209,8 @@ def test_a_page_kept_open_follows_a_failed_import_live(airflow_stack, airflow_ap
     page.goto(f"{airflow_stack.base_url}/datatables/", wait_until="domcontentloaded")
     page.locator(f"{SECTION} .credits").wait_for(timeout=30_000)
     before_credits, before_imports = credits_today(page), emulator.stats()["imports_accepted"]
+    budget, claimed, left = budget_today(page)
+    assert (budget, left) == (BUDGET, BUDGET - claimed) and claimed >= 1  # the fixtures' own run claimed one
     known = set(page.locator(f"{SECTION} tr[data-card-id]").evaluate_all("rows => rows.map(r => r.dataset.cardId)"))
 
     emulator.set_processing_delay(6)
@@ -226,6 +237,8 @@ def test_a_page_kept_open_follows_a_failed_import_live(airflow_stack, airflow_ap
     while credits_today(page) != before_credits + spent:
         assert time.monotonic() < deadline, (credits_today(page), before_credits, spent)
         page.wait_for_timeout(500)
+    # The worker's claim reached the ledger through the api-server, and the page counts it.
+    assert budget_today(page) == (BUDGET, claimed + spent, left - spent)
     no_overflow(page)
     no_null(page.inner_text("body"))
     browser.screenshot("datatables-ui-live.png", full_page=False)

@@ -149,6 +149,12 @@ class Credits(PageModel):
     today: Annotated[int, Field(description="Since midnight UTC.")]
     last_7_days: int
     by_day: Annotated[list[DayCredits], Field(description="The last 7 days (UTC), newest first.")] = []
+    budget: Annotated[int | None, Field(description="[datatables] credit_budget for the department, a UTC day.")] = None
+    budget_spent: Annotated[
+        int | None, Field(description="Credits claimed against the budget today (UTC): the count the budget checks.")
+    ] = None
+    budget_left: Annotated[int | None, Field(description="What today's budget still allows.")] = None
+    budget_error: Annotated[str | None, Field(description="Why today's claims could not be counted.")] = None
 
 
 class TablesPage(PageModel):

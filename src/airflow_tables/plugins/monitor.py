@@ -31,7 +31,7 @@ from typing import Any
 from airflow_tables.model import TableDetail, TableSummary
 from airflow_tables.plugins.cache import BackgroundCache, SharedCache
 from airflow_tables.plugins.connections import describe, discover
-from airflow_tables.plugins.models import ConnectionInfo, TableDetailPage, TaskTable
+from airflow_tables.plugins.models import ConnectionInfo, Credits, TableDetailPage, TaskTable
 from airflow_tables.plugins.overview import (
     DEFAULT_UI_TIMEOUT,
     DepartmentView,
@@ -78,6 +78,20 @@ def record_secret(conn_id: str) -> str:
     from airflow_tables.hooks.tables import DataTablesHook
 
     return DataTablesHook(conn_id).settings.api_key
+
+
+def budgeted(session: Any, credits: Credits, service: str, project_id: str, secret: str, now: datetime) -> Credits:
+    """``credits`` with the department's budget for today, and what its ledger has claimed (the budget's own count)."""
+    from airflow_tables import budget
+
+    limit = budget.Budgets.from_conf().limit(project_id)
+    if limit is None:
+        return credits
+    try:
+        spent = len(budget.spent_in(session, service, project_id, budget.day_of(now), secret))
+    except budget.LedgerError as err:
+        return credits.model_copy(update={"budget": limit, "budget_error": str(err)})
+    return credits.model_copy(update={"budget": limit, "budget_spent": spent, "budget_left": max(0, limit - spent)})
 
 
 def list_cards(conn_id: str, project_id: str, timeout: float) -> list[TableSummary]:
@@ -232,6 +246,7 @@ class Monitor:
             last = last_imports(session, service, project_id, secret)
             unrecorded = unrecorded_imports(session, {t.card_id for t in tables}, since=now - CREDIT_WINDOW)
             credits = credits_spent(session, service, project_id, secret, unrecorded=unrecorded, now=now)
+            credits = budgeted(session, credits, service, project_id, secret, now)
             for each in unrecorded:
                 last[each.card_id] = latest(last.get(each.card_id), each)  # type: ignore[assignment]  # never None
             dags = schedules(session, {each.dag_id for each in last.values()})

@@ -81,7 +81,14 @@
       `Credits spent by Airflow: ${number(body.credits.today)} today (UTC), ${number(body.credits.last_7_days)} in the last 7 days`,
       days ? el("span", { className: "muted" }, ` (${days})`) : null,
       ".",
+      budgetText(body.credits),
     );
+  }
+
+  function budgetText(credits) {
+    if (credits.budget === null || credits.budget === undefined) return null;
+    if (credits.budget_error) return ` Budget: ${number(credits.budget)} a day; today's claims could not be counted (${credits.budget_error}).`;
+    return ` Budget: ${number(credits.budget)} a day; ${number(credits.budget_spent)} claimed today, ${number(credits.budget_left)} left.`;
   }
 
   function header(section) {
