@@ -449,7 +449,6 @@ def resume(asked: Approval | None, event: dict[str, Any], task_id: str, approval
     return replace(asked, approved_by=who)
 
 
-
 class ApprovalResume:
     """The import operator's resume after a person answered the ``on_schema_change="approve"`` form."""
 
