@@ -103,7 +103,9 @@ class RunPlan:
         for decision in self.decisions:
             row = decision.to_json()
             cost = "" if row["credits"] is None else f"{row['credits']} credit{'' if row['credits'] == 1 else 's'}"
-            lines.append(f"  {_label(decision):<{width}}  {row['action']:<8} {cost:<9} {row['reason']}")
+            # A reason of several lines (a validation report's problems) stays in its column.
+            reason = str(row["reason"]).replace("\n", "\n" + " " * (width + 23))
+            lines.append(f"  {_label(decision):<{width}}  {row['action']:<8} {cost:<9} {reason}")
         if not self.decisions:
             lines.append("  (no Data Tables task)")
         by_department = ", ".join(f"{p}: {n}" for p, n in sorted(self.credits_by_department().items()))
@@ -214,6 +216,8 @@ class _PlannedRun:
         except NotKnownBeforeTheRun as unknown:
             return Decision(task.task_id, map_index, None, str(unknown))
         rendered = context["task"]  # a mapped task's rendering puts its unmapped form here
+        # A plan is a dry run of the task: what asks for it (an approval's form) decides instead of asking.
+        rendered.dry_run_only = True
         try:
             return Decision(task.task_id, map_index, rendered.decide(context))
         except NotKnownBeforeTheRun as unknown:

@@ -88,9 +88,10 @@ def decided(flow: Callable[[], Plan | None], project: Callable[[], str | None], 
     """Run ``flow`` (a task's checks and looks, in dry-run form) and say what it decided.
 
     ``Planned`` is the decision; a refusal the run would fail with (``AirflowFailException``, a
-    validation error) is ``refuse`` and a skip is ``skip``, each with the exception kept; ``flow``'s
-    own plan (or ``nothing``, when it ended without one) otherwise. Any other error (the service
-    unreachable) is no decision: it is raised, as the run would leave it to its retries.
+    validation error) is ``refuse`` and a skip is ``skip`` (of ``nothing``'s table, the task's), each
+    with the exception kept; ``flow``'s own plan (or ``nothing``, when it ended without one)
+    otherwise. Any other error (the service unreachable) is no decision: it is raised, as the run
+    would leave it to its retries.
     """
     from airflow_tables.exceptions import CsvValidationError
 
@@ -98,8 +99,8 @@ def decided(flow: Callable[[], Plan | None], project: Callable[[], str | None], 
         plan = flow()
     except Planned as planned:
         return planned.plan
-    except AirflowSkipException as skip:
-        return Plan("skip", None, 0, str(skip), _department(project), error=skip)
+    except AirflowSkipException as skip:  # the table held back (if_older) or locked (if_locked="skip")
+        return Plan("skip", nothing.card_id or None, 0, str(skip), _department(project), error=skip)
     except (AirflowFailException, CsvValidationError) as refusal:
         return Plan("refuse", None, 0, str(refusal), _department(project), error=refusal)
     return plan if plan is not None else nothing
