@@ -268,3 +268,23 @@ def test_extras_are_read_field_by_field_each_wrong_type_as_its_default():
     written = UploadRecord.of(ref, None, replaced=True, fingerprint="abc")
     assert UploadRecord.from_extra(written.to_extra()) == written
     assert UploadRecord.from_extra(None, ref=ref) == UploadRecord(ref.service, ref.project_id, ref.card_id)
+
+
+def test_a_mapped_import_declares_the_tables_alias_where_the_dag_processor_reads_it():
+    """Outlets as the DAG is serialized: a mapped task's are in its partial arguments, so Airflow creates the alias
+    with the DAG (not with the first events, which raced: two tasks ending at once both created it, one failing)."""
+    from datetime import datetime
+
+    from airflow.sdk import DAG
+
+    from airflow_tables.operators.tables import DataTablesImportOperator, DataTablesReplaceOperator
+    from airflow_tables.utils.events import TABLES_ALIAS
+
+    with DAG("mapped_alias", schedule=None, start_date=datetime(2026, 1, 1)):
+        imports = DataTablesImportOperator.partial(task_id="imports").expand(file_path=["a.csv", "b.csv"])
+        replaces = DataTablesReplaceOperator.partial(task_id="replaces", outlets=[TABLES_ALIAS]).expand_kwargs(
+            [{"card_id": "CRD-1", "file_path": "a.csv"}]
+        )
+    for mapped in (imports, replaces):
+        assert mapped.partial_kwargs["outlets"] == [TABLES_ALIAS]  # declared once, even when given
+        assert mapped.unmap({"file_path": "a.csv", "card_id": "CRD-1"}).outlets == [TABLES_ALIAS]

@@ -43,7 +43,7 @@ from airflow_tables.operators._recovery import (
 from airflow_tables.operators._schema import ApprovalResume
 from airflow_tables.operators._send import bytes_sent, decide_import, send_file
 from airflow_tables.utils import openlineage
-from airflow_tables.utils.events import TABLES_ALIAS
+from airflow_tables.utils.events import TABLES_ALIAS, RecordsTableEvents, with_tables_alias
 from airflow_tables.utils.tasks import DataTablesTaskMixin
 from airflow_tables.version_compat import (
     AirflowException,
@@ -89,7 +89,9 @@ class _DataTablesOperator(DataTablesTaskMixin, BaseOperator):
 _TEMPLATED = ("project_id", "file_path", "card_id", "table_name", "partition_key", "rejects_path")
 
 
-class DataTablesImportOperator(ImportJobSteps, ApprovalResume, BudgetResume, ResumableJobMixin, _DataTablesOperator):
+class DataTablesImportOperator(
+    RecordsTableEvents, ImportJobSteps, ApprovalResume, BudgetResume, ResumableJobMixin, _DataTablesOperator
+):
     """Import a CSV file as a new table, or as an existing table's new data when ``card_id`` is given.
 
     The file is checked before any request (validation, then an optional Great Expectations
@@ -220,7 +222,7 @@ class DataTablesImportOperator(ImportJobSteps, ApprovalResume, BudgetResume, Res
             raise ValueError(f"on_read_mismatch must be 'fail' or 'warn', not {on_read_mismatch!r}")
         # The table's asset is known only at run time (a new table's CardID, a templated id, the
         # connection's service): its event goes through this alias (utils/events.py).
-        kwargs["outlets"] = [*(kwargs.get("outlets") or []), TABLES_ALIAS]
+        kwargs["outlets"] = with_tables_alias(kwargs.get("outlets"))
         super().__init__(project_id=project_id, datatables_conn_id=datatables_conn_id, **kwargs)
         self.file_path = file_path
         self.card_id = card_id

@@ -59,7 +59,37 @@ RECORDS_LOOKED_AT = 50
 
 log = logging.getLogger(__name__)
 
-__all__ = ["RECORDS_LOOKED_AT", "TABLES_ALIAS", "UploadRecord", "last_upload", "record_upload"]
+__all__ = [
+    "RECORDS_LOOKED_AT",
+    "TABLES_ALIAS",
+    "RecordsTableEvents",
+    "UploadRecord",
+    "last_upload",
+    "record_upload",
+    "with_tables_alias",
+]
+
+
+def with_tables_alias(outlets: Any) -> list[Any]:
+    """A task's outlets with :data:`TABLES_ALIAS` among them, once."""
+    given = list(outlets or [])
+    return given if any(getattr(o, "name", None) == ALIAS_NAME for o in given) else [*given, TABLES_ALIAS]
+
+
+class RecordsTableEvents:
+    """An operator whose task records events on tables' assets, through :data:`TABLES_ALIAS`.
+
+    The alias is among its outlets as written in the DAG, mapped or not: ``partial()`` declares it
+    too, so that Airflow's DAG processor creates the alias with the DAG. A mapped task declared
+    without it got it only when unmapped on the worker; the alias was then created by the first
+    events, and two tasks ending at once both created it, one failing on the alias's unique name
+    (after its import had succeeded).
+    """
+
+    @classmethod
+    def partial(cls, **kwargs: Any) -> Any:
+        kwargs["outlets"] = with_tables_alias(kwargs.get("outlets"))
+        return super().partial(**kwargs)  # type: ignore[misc]  # BaseOperator's, next in the operator's MRO
 
 
 def record_upload(
