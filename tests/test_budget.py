@@ -14,8 +14,6 @@ import logging
 import multiprocessing
 import os
 import socket
-import subprocess
-import sys
 import time
 from datetime import UTC, datetime
 
@@ -155,28 +153,10 @@ def _race(barrier, results, mode: str) -> None:
 @pytest.fixture
 def plugin_server(dags_module, budget_conn):
     """The provider's plugin app (what the api-server mounts at /datatables), served on 127.0.0.1 over HTTP."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    code = (
-        "import uvicorn; from fastapi import FastAPI; from airflow_tables.plugins.app import create_app; "
-        "app = FastAPI(); app.mount('/datatables', create_app()); "
-        f"uvicorn.run(app, host='127.0.0.1', port={port}, log_level='warning')"
-    )
-    env = {**os.environ, "_AIRFLOW_PROCESS_CONTEXT": "server"}
-    server = subprocess.Popen([sys.executable, "-c", code], env=env)
-    deadline = time.monotonic() + 60
-    while True:
-        with socket.socket() as attempt:
-            if attempt.connect_ex(("127.0.0.1", port)) == 0:
-                break
-        assert server.poll() is None and time.monotonic() < deadline, "the plugin app did not start"
-        time.sleep(0.05)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.terminate()
-        server.wait(30)
+    from airflow_tables.plugins.testing import PluginAppProcess
+
+    with PluginAppProcess() as app:
+        yield app.url
 
 
 @pytest.fixture

@@ -19,6 +19,10 @@ taps: list requests per department per poll interval with two triggerers (the de
 queue's department is waited on in both, the other in one), and after the kill (one).
 The figures are printed and written to ``artifacts/e2e/logs/distributed/figures.json``;
 the component logs stay in ``artifacts/e2e/logs/distributed/``.
+
+Then, on the same stack, ``e2e_distributed_budget`` imports 12 files, mapped over both workers,
+into a third department whose ``[datatables] credit_budget`` is 5: exactly 5 are sent, the
+others fail without retry naming the budget, and the Data Tables page reports it spent.
 """
 
 from __future__ import annotations
@@ -57,6 +61,8 @@ TRIGGERERS = {"triggerer-1": ["default"], "triggerer-2": ["default", OTHER_QUEUE
 #: department's, triggerer-2 leaves triggerer-1 at least a third of them; the other department's
 #: tasks weigh more (the DAG's priority_weight), so their waits come first into triggerer-2's room.
 CAPACITIES = {"triggerer-2": OTHER_FILES + 2 * TEST_FILES // 3}
+#: A third department, with a credit budget smaller than the files its run imports (the others have none).
+BUDGET_DAG, BUDGET_DEPARTMENT, BUDGET, BUDGET_FILES = "e2e_distributed_budget", "PRJ-budget", 5, 12
 
 pytestmark = pytest.mark.timeout(1200)
 
@@ -139,7 +145,7 @@ class Distributed:
 
 @pytest.fixture(scope="module")
 def distributed(system_deps, e2e_marker, source, request):
-    from airflow_tables.emulator.testing import EmulatorProcess
+    from airflow_tables.emulator.testing import EmulatorProcess, make_test_config
 
     failures_before = request.session.testsfailed
     shutil.rmtree(DISTRIBUTED_LOGS, ignore_errors=True)
@@ -147,7 +153,10 @@ def distributed(system_deps, e2e_marker, source, request):
     data_dir = DISTRIBUTED_LOGS / "emulator"
     postgres = Postgres(e2e_marker, log_dir=DISTRIBUTED_LOGS)
     redis = Redis(e2e_marker)
-    emulator = EmulatorProcess(data_dir, processing_delay=PROCESSING_DELAY)
+    config = make_test_config()
+    config["departments"][BUDGET_DEPARTMENT] = {"name": "Budgeted department", "domain": "Testing"}
+    config["api_keys"][0]["manage"].append(BUDGET_DEPARTMENT)
+    emulator = EmulatorProcess(data_dir, config=config, processing_delay=PROCESSING_DELAY)
     taps: dict[str, WireTap] = {}
     stack: CeleryStack | None = None
     try:
@@ -161,7 +170,11 @@ def distributed(system_deps, e2e_marker, source, request):
             "password": emulator.api_key,
             "extra": {"project_id": emulator.project_id},
         }
-        env = {"AIRFLOW_CONN_DATATABLES_DEFAULT": json.dumps(connection), **source.component_env()}
+        env = {
+            "AIRFLOW_CONN_DATATABLES_DEFAULT": json.dumps(connection),
+            "AIRFLOW__DATATABLES__CREDIT_BUDGET": json.dumps({BUDGET_DEPARTMENT: BUDGET}),
+            **source.component_env(),
+        }
         stack = CeleryStack(
             postgres,
             redis,
@@ -404,3 +417,39 @@ def test_distributed_import_survives_a_killed_worker_and_a_killed_triggerer(dist
         for dept, value in per.items():
             assert value <= 1.34, f"{name} listed {dept} {value} times per interval: {rate}"
     assert rate["triggerer-1"][departments["other"]] == 0, "the other department's waits left their queue"
+
+
+def test_a_credit_budget_holds_across_two_celery_workers(distributed, source):
+    """12 mapped imports race on two workers into a department budgeted 5 credits a day: 5 are sent, 7 refused.
+
+    Each worker's task claims its credit through the api-server (the workers have no database); the
+    refused ones fail without retry, naming the budget; the page reports the budget spent.
+    """
+    stack, api, emulator = distributed.stack, distributed.api, distributed.emulator
+    files = [source.put(f"budget_{i:02d}.csv", write_csv(i, "budget")) for i in range(BUDGET_FILES)]
+    credits_before = emulator.credits()
+    api.wait_for_dag(BUDGET_DAG, timeout=180, check=stack.check_alive)
+    api.unpause(BUDGET_DAG)
+    run_id = api.trigger(BUDGET_DAG, conf={"files": files, "project": BUDGET_DEPARTMENT})
+    api.wait_for_run(BUDGET_DAG, run_id, timeout=600, interval=2.0, check=stack.check_alive)
+
+    tis = [
+        ti
+        for ti in api.get(f"/api/v2/dags/{BUDGET_DAG}/dagRuns/{run_id}/taskInstances", params={"limit": 100})[
+            "task_instances"
+        ]
+        if ti["task_id"] == "import_budget"
+    ]
+    states = Counter(ti["state"] for ti in tis)
+    assert states == Counter({"success": BUDGET, "failed": BUDGET_FILES - BUDGET}), states
+    assert all(ti["try_number"] == 1 for ti in tis), [(ti["map_index"], ti["try_number"]) for ti in tis]
+    assert credits_before - emulator.credits() == BUDGET
+    made = [c for c in emulator.list_cards(BUDGET_DEPARTMENT) if c["CardName"].startswith("budget_")]
+    assert len(made) == BUDGET
+    task_logs = DISTRIBUTED_LOGS / "tasks" / f"dag_id={BUDGET_DAG}"
+    said = f"the credit budget of department {BUDGET_DEPARTMENT} is {BUDGET} a day"
+    refusals = [log for log in task_logs.rglob("attempt=*.log") if said in log.read_text()]
+    assert len(refusals) == BUDGET_FILES - BUDGET, [str(log) for log in refusals]
+    page = api.get("/datatables/api/tables", params={"conn_id": "datatables_default", "project_id": BUDGET_DEPARTMENT})
+    credits = page["credits"]
+    assert (credits["budget"], credits["budget_spent"], credits["budget_left"]) == (BUDGET, BUDGET, 0), credits
