@@ -17,7 +17,8 @@ gzip -dc or duckdb's COPY to CSV followed by the plain import), combine.py (1,00
 table against one file of their rows), sql_transfer.py (5 million rows from PostgreSQL through
 SqlToDataTablesOperator's path, against psql's \\copy to a file followed by the plain import),
 lineage.py (a DAG's Data Tables tasks with the OpenLineage provider on, forked child and file
-transport, against the same run with it off) and
+transport, against the same run with it off), plan.py (``airflow-tables plan`` of 200 imports against
+``airflow dags list`` of the same folder, and an import's credit-budget claim against none) and
 mapped.py (100 mapped imports and replaces into a department of 10,000 tables, the operators
 against a bare @task calling the hook), each as its own process on a quiet machine is best.
 Every ratio compares with an anchor measured in
@@ -68,6 +69,7 @@ def suites(quick: bool) -> list[list[str]]:
         # 5 million rows (about 470 MB of CSV) is the figure; --quick makes 500,000.
         ["sql_transfer.py", "--rows", "500000" if quick else "5000000", "--repeat", "1" if quick else "3"],
         ["lineage.py", "--repeat", "2" if quick else "5"],
+        ["plan.py", "--tasks", "50" if quick else "200", "--repeat", "1" if quick else "3"],
         # 1,000 of each is the figure, about an hour on 2 cores: run it alone (benchmarks/mapped.py).
         ["mapped.py", "--count", "20" if quick else "100"],
     ]
