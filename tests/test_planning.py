@@ -25,6 +25,7 @@ from tests.operators.test_dry_run import (
     ORDERS,
     decisions_match,
     ended_as_expected,
+    mapped_files,
     outcomes_scenario,
     paid_requests,
     ready_table,
@@ -182,3 +183,28 @@ def test_a_plan_names_the_approval_a_replace_waits_for_then_the_approved_run_pay
 def test_a_wrong_argument_is_a_usage_error(args, says):
     done = plan("pl_outcomes", *args)
     assert done.returncode == 2 and says in done.stderr and done.stdout == ""
+
+
+def test_a_plan_spends_what_the_budget_has_left_and_refuses_past_it(pl_dags, datatables_conn, tmp_path, monkeypatch):
+    """Budget 2, one credit claimed by a run: the plan of two mapped imports sends one and refuses the other."""
+    emulator = datatables_conn
+    monkeypatch.setenv("AIRFLOW__DATATABLES__CREDIT_BUDGET", json.dumps({emulator.project_id: 2, "*": 100}))
+    spent = run(pl_dags, "pl_import", file_path=str(orders_csv(tmp_path, "spent_first.csv")))
+    assert state(spent, "import") == "success"
+    directory = mapped_files(tmp_path / "mapped")
+    emulator.reset_stats()
+    credits = emulator.credits()
+
+    found = planned("pl_mapped", "--conf", json.dumps({"dir": str(directory)}), exit_status=1)
+    tasks = by_task(found)
+    assert (tasks["import", 0]["action"], tasks["import", 0]["credits"]) == ("create", 1)
+    refused = tasks["import", 1]
+    assert (refused["action"], refused["credits"]) == ("refuse", 0)
+    assert f"the credit budget of department {emulator.project_id} would be spent" in refused["reason"]
+    assert (found["credits"], found["refused"]) == (1, True)
+    assert emulator.credits() == credits and paid_requests(emulator) == []
+
+    real = run(pl_dags, "pl_mapped", dir=str(directory))
+    ended = sorted(str(ti.state) for ti in real.get_task_instances() if ti.task_id == "import")
+    assert ended == ["failed", "success"]  # the run sends one and refuses the other, as planned
+    assert credits - emulator.credits() == found["credits"]

@@ -28,6 +28,8 @@ from typing import Any
 
 #: A decision the planner could not make: the task needs what the run learns first.
 UNKNOWN = "unknown"
+#: The logger Airflow's templating logs a failed template on, with its traceback.
+TEMPLATER_LOGGER = "airflow.sdk.definitions._internal.templater"
 
 
 class NotKnownBeforeTheRun(Exception):  # noqa: N818 - a fact about the run, reported as such
@@ -197,6 +199,7 @@ class _PlannedRun:
         self.logical_date = logical_date
         self.conf = conf
         self.xcoms: dict[tuple[str, str], dict[int, Any]] = {}
+        self.budgets = _BudgetsLeft()
 
     def decide(self, task: Any) -> list[Decision]:
         from airflow.sdk.definitions.mappedoperator import MappedOperator
@@ -212,14 +215,20 @@ class _PlannedRun:
     def _decide_one(self, task: Any, map_index: int | None) -> Decision:
         context = self._context(task, -1 if map_index is None else map_index)
         try:
-            task.render_template_fields(context)
+            with _quiet(TEMPLATER_LOGGER):  # a template that needs an upstream result is a fact here, not an error
+                task.render_template_fields(context)
         except NotKnownBeforeTheRun as unknown:
             return Decision(task.task_id, map_index, None, str(unknown))
+        except Exception as err:  # the run would fail there too, before its first check
+            from airflow_tables.operators._dry_run import Plan
+
+            reason = f"its templates do not render ({type(err).__name__}: {err})"
+            return Decision(task.task_id, map_index, Plan("refuse", None, 0, reason, error=err))
         rendered = context["task"]  # a mapped task's rendering puts its unmapped form here
         # A plan is a dry run of the task: what asks for it (an approval's form) decides instead of asking.
         rendered.dry_run_only = True
         try:
-            return Decision(task.task_id, map_index, rendered.decide(context))
+            return Decision(task.task_id, map_index, self.budgets.applied(rendered, rendered.decide(context)))
         except NotKnownBeforeTheRun as unknown:
             return Decision(task.task_id, map_index, None, str(unknown))
 
@@ -260,6 +269,77 @@ class _PlannedRun:
         )
         ti = _planned_task_instance(self, task, map_index, ti_context, now)
         return ti.get_template_context()
+
+
+class _BudgetsLeft:
+    """What each budgeted department has left today (its ledger, read once), spent by the plan's paid tasks in order.
+
+    A paid task past its department's budget is refused, as the run would refuse it (or, with
+    ``on_budget_exhausted="wait"``, keeps its action and says it would wait for the next UTC day).
+    """
+
+    def __init__(self) -> None:
+        self.left: dict[tuple[str, str], int | str | None] = {}
+
+    def applied(self, task: Any, plan: Any) -> Any:
+        from dataclasses import replace
+
+        if plan.credits < 1 or not plan.project_id:
+            return plan
+        left = self._left(task, plan.project_id)
+        if left is None:
+            return plan
+        key = (task.hook.settings.base_url, plan.project_id)
+        if isinstance(left, str):  # the ledger could not be read: the run would send nothing either
+            return replace(plan, action="refuse", credits=0, reason=left)
+        if left > 0:
+            self.left[key] = left - 1
+            return plan
+        spent = f"the credit budget of department {plan.project_id} would be spent by the tasks before it"
+        if getattr(task, "on_budget_exhausted", "fail") == "wait":
+            return replace(plan, reason=f"{plan.reason}, on the next UTC day ({spent}; on_budget_exhausted='wait')")
+        return replace(plan, action="refuse", credits=0, reason=f"{spent}; nothing would be sent")
+
+    def _left(self, task: Any, project: str) -> int | str | None:
+        from airflow_tables import budget
+        from airflow_tables.assets import service_of
+
+        settings = task.hook.settings
+        key = (settings.base_url, project)
+        if key not in self.left:
+            limit = budget.Budgets.from_conf().limit(project)
+            if limit is None:
+                self.left[key] = None
+            else:
+                self.left[key] = _ledger_left(service_of(settings.base_url), project, settings.api_key, limit)
+        return self.left[key]
+
+
+def _ledger_left(service: str, project: str, secret: str, limit: int) -> int | str:
+    """What the department's budget has left today, from its ledger in the metadata database; why not, as text."""
+    from airflow.utils.session import create_session
+
+    from airflow_tables import budget
+
+    day = budget.day_of(budget.utc_now())
+    try:
+        with create_session() as session:
+            return max(0, limit - len(budget.spent_in(session, service, project, day, secret)))
+    except budget.LedgerError as err:
+        return f"the credit budget of department {project} cannot be counted: {err}"
+
+
+@contextlib.contextmanager
+def _quiet(name: str) -> Iterator[None]:
+    """The stdlib logger ``name`` silent for the block."""
+    import logging
+
+    logger = logging.getLogger(name)
+    was, logger.disabled = logger.disabled, True
+    try:
+        yield
+    finally:
+        logger.disabled = was
 
 
 def _manual_data_interval(dag: Any, logical_date: datetime) -> tuple[datetime, datetime]:
