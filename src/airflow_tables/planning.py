@@ -398,20 +398,19 @@ def print_plan(dag_id: str, logical_date: datetime | None, conf: dict[str, Any] 
 
 @contextlib.contextmanager
 def _output_apart() -> Iterator[Any]:
-    """Standard output for the plan alone: what Airflow and the tasks log meanwhile goes to standard error."""
+    """Standard output for the plan alone: what Airflow and the tasks log goes to standard error.
+
+    Also after the plan is written, for the rest of the command: what Airflow prints as the
+    process shuts down (a database connection closed late) must not follow the JSON.
+    """
     import os
     import sys
 
     sys.stdout.flush()
     saved = os.dup(1)
     os.dup2(2, 1)
-    try:
-        with os.fdopen(os.dup(saved), "w") as out:
-            yield out
-    finally:
-        sys.stdout.flush()
-        os.dup2(saved, 1)
-        os.close(saved)
+    with os.fdopen(saved, "w") as out:
+        yield out
 
 
 __all__ = ["Decision", "NotKnownBeforeTheRun", "RunPlan", "plan_dag_run", "print_plan"]
