@@ -129,7 +129,7 @@ def test_a_ledger_not_written_by_the_provider_with_this_key_fails_closed(session
 # -- racing processes -------------------------------------------------------------------------------------------------
 
 
-def _race(barrier, results, mode: str) -> None:
+def _race(barrier, results, mode: str, token: str) -> None:
     """One of the racing processes: in each round, claim one credit of that round's department at once."""
     if mode == "database":
         os.environ["_AIRFLOW_PROCESS_CONTEXT"] = "server"
@@ -141,7 +141,7 @@ def _race(barrier, results, mode: str) -> None:
     for round_ in range(ROUNDS):
         barrier.wait(timeout=60)
         try:
-            with credit_claimed(settings, "datatables_default", f"PRJ-race-{mode}-{round_}", log):
+            with credit_claimed(settings, "datatables_default", f"PRJ-race-{token}-{round_}", log):
                 outcome = "granted"
         except DataTablesBudgetExceededError:
             outcome = "refused"
@@ -174,7 +174,8 @@ def test_eight_processes_racing_at_the_edge_never_spend_past_the_budget(request,
         request.addfinalizer(lambda: os.environ.pop("AIRFLOW__CORE__EXECUTION_API_SERVER_URL", None))
     spawn = multiprocessing.get_context("spawn")
     barrier, results = spawn.Barrier(RACERS), spawn.Queue()
-    racers = [spawn.Process(target=_race, args=(barrier, results, mode)) for _ in range(RACERS)]
+    token = f"{mode}-{time.monotonic_ns()}"  # departments of this run's own: no ledger of an earlier one
+    racers = [spawn.Process(target=_race, args=(barrier, results, mode, token)) for _ in range(RACERS)]
     for racer in racers:
         racer.start()
     outcomes: dict[int, list[str]] = {}

@@ -83,21 +83,26 @@ def test_a_refused_import_gives_its_credit_back(budget_dags, budgeted, tmp_path)
     assert [state(d, "import") for d in done] == ["success", "success"]
 
 
-def test_wait_resumes_on_the_next_utc_day(budget_dags, budgeted, tmp_path, monkeypatch):
-    """The budget's clock is two seconds before midnight: the spent day's import waits, then goes on the next."""
+def test_wait_resumes_on_the_next_utc_day(budget_dags, budgeted, tmp_path, monkeypatch, caplog, capfd):
+    """The budget's clock runs an hour before midnight while the day is spent, then eight seconds before it for
+    the import that waits: it defers until the budget's midnight, then goes on, on the next day."""
     emulator = budgeted
     real = datetime.now(UTC)
     midnight = (real + timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
-    offset = midnight - timedelta(seconds=2) - real  # the budget's clock reads 23:59:58 now
-    monkeypatch.setattr(budget, "utc_now", lambda: datetime.now(UTC) + offset)
+    offset = {"now": midnight - timedelta(hours=1) - real}  # the budget's clock reads 23:00 now
+    monkeypatch.setattr(budget, "utc_now", lambda: datetime.now(UTC) + offset["now"])
     day = budget.day_of(budget.utc_now())
     spent = [run(budget_dags, "dt_budget_fail", file_path=str(orders_csv(tmp_path, f"d{i}.csv"))) for i in range(2)]
     assert [state(s, "import") for s in spent] == ["success", "success"]
-    assert budget.day_of(budget.utc_now()) == day, "the test's first two imports took over two seconds"
+    assert budget.day_of(budget.utc_now()) == day
 
-    waited = run(budget_dags, "dt_budget_wait", file_path=str(orders_csv(tmp_path, "next_day.csv")))
+    offset["now"] = midnight - timedelta(seconds=8) - datetime.now(UTC)  # now 23:59:52 on the budget's clock
+    with caplog.at_level(logging.WARNING):
+        waited = run(budget_dags, "dt_budget_wait", file_path=str(orders_csv(tmp_path, "next_day.csv")))
 
     assert state(waited, "import") == "success"
+    said = caplog.text + "".join(capfd.readouterr())
+    assert "; waiting until " in said and "(on_budget_exhausted='wait')" in said
     card_id = xcom(waited, "import")
     assert [c["CardID"] for c in emulator.list_cards() if c["CardName"] == "next_day"] == [card_id]
     next_day = budget.day_of(budget.next_day(datetime.fromisoformat(day).replace(tzinfo=UTC)))
