@@ -99,13 +99,6 @@ LEFT_TO_NEIGHBOURS = {
 }
 
 
-#: Tests whose other processes (the plan command, claims racing from 8 processes, the plugin app) use the
-#: metadata database beside pytest's own: on a run of the whole suite they get a pytest (and an SQLite
-#: database) of their own. In one session after the hooks', security and DAG tests, CI's run of 9874e1f
-#: found its SQLite database malformed after them, on every minor; alone they leave it whole.
-OWN_DATABASE = ("tests/test_budget.py", "tests/test_planning.py")
-
-
 def venv_dir(minor: str) -> Path:
     return VENVS / (LOWEST if minor == LOWEST else f"airflow-{minor}")
 
@@ -224,26 +217,16 @@ def airflow_version(minor: str) -> str:
     return result.stdout.strip()
 
 
-def test_commands(minor: str, pytest_args: list[str]) -> list[list[str]]:
-    """The minor's pytest runs, one after another: the suite, then :data:`OWN_DATABASE` in a session of its own.
-
-    Arguments that name tests (a path) run as given, in one session.
-    """
+def test_command(minor: str, pytest_args: list[str]) -> list[str]:
     deselected = HEAVY
     ignored = (*AIRFLOW_FREE, *LEFT_TO_NEIGHBOURS.get(minor, ()))
-    whole = not any(not arg.startswith("-") for arg in pytest_args)
-    ignores = [f"--ignore={path}" for path in (*ignored, *(OWN_DATABASE if whole else ()))]
-    ignores += [f"--deselect={test}" for test in deselected]
-    pytest = [str(python_of(minor)), "-m", "pytest", "-m", MARKERS, "-p", "no:cacheprovider"]
-    commands = [[*pytest, *ignores, *pytest_args]]
-    if whole:
-        commands.append([*pytest, *[f"--deselect={test}" for test in deselected], *pytest_args, *OWN_DATABASE])
-    return commands
+    ignores = [f"--ignore={path}" for path in ignored] + [f"--deselect={test}" for test in deselected]
+    return [str(python_of(minor)), "-m", "pytest", "-m", MARKERS, "-p", "no:cacheprovider", *ignores, *pytest_args]
 
 
-def test_env(minor: str, part: int) -> dict[str, str]:
+def test_env(minor: str) -> dict[str, str]:
     """The environment of a minor's pytest: an Airflow home of its own, so minors run side by side."""
-    home = LOGS / f"{label(minor)}-home{f'-{part}' if part else ''}"
+    home = LOGS / f"{label(minor)}-home"
     shutil.rmtree(home, ignore_errors=True)
     home.mkdir(parents=True)
     return {**os.environ, "AIRFLOW_HOME": str(home)}
@@ -259,16 +242,13 @@ def run_side_by_side(minors: list[str], pytest_args: list[str]) -> dict[str, tup
     running = {}
     for minor in minors:
         log = open(LOGS / f"{label(minor)}.log", "wb")  # noqa: SIM115 - closed once the run ends
-        commands = test_commands(minor, pytest_args)
-        process = subprocess.Popen(commands[0], cwd=ROOT, env=test_env(minor, 0), stdout=log, stderr=subprocess.STDOUT)
-        running[minor] = (process, log, time.monotonic(), commands[1:])
+        process = subprocess.Popen(
+            test_command(minor, pytest_args), cwd=ROOT, env=test_env(minor), stdout=log, stderr=subprocess.STDOUT
+        )
+        running[minor] = (process, log, time.monotonic())
     outcome = {}
-    for minor, (process, log, started, rest) in running.items():
+    for minor, (process, log, started) in running.items():
         code = process.wait()
-        for part, command in enumerate(rest, start=1):  # each in a session, and a database, of its own
-            log.flush()
-            after = subprocess.run(command, cwd=ROOT, env=test_env(minor, part), stdout=log, stderr=subprocess.STDOUT)
-            code = code or after.returncode
         log.close()
         outcome[minor] = (code, time.monotonic() - started)
         print(f"\n===== matrix: {label(minor)}, its pytest ({LOGS.relative_to(ROOT)}/{label(minor)}.log) =====")

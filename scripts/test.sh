@@ -49,30 +49,22 @@ echo "make test: lint and the matrix's set-up took $((SECONDS - started)) s"
 # 1f7b34d: 1365 s and 2072 s before the faults moved; the lanes' --durations say where to cut next).
 ALONE=(tests/validation tests/emulator)
 DAG_RUNS=(tests/operators tests/sensors tests/utils tests/reliability)
-# Tests whose other processes use the metadata database beside pytest's own (scripts/matrix.py's
-# OWN_DATABASE): a pytest, and an SQLite database, of their own.
-OWN_DATABASE=(tests/test_budget.py tests/test_planning.py)
 main=0
 rest=0
-own=0
 matrix=0
 # --durations: each run's slowest tests, in its log, for whoever trims the next minute.
 .venv/bin/python -m pytest -m "not e2e" "${DAG_RUNS[@]}" -p no:cacheprovider --durations=30 \
   >artifacts/main-dag-runs.log 2>&1 &
 main_pid=$!
 .venv/bin/python -m pytest -m "not e2e" "${ALONE[@]/#/--ignore=}" "${DAG_RUNS[@]/#/--ignore=}" \
-  "${OWN_DATABASE[@]/#/--ignore=}" -p no:cacheprovider --durations=30 >artifacts/main-rest.log 2>&1 &
+  -p no:cacheprovider --durations=30 >artifacts/main-rest.log 2>&1 &
 rest_pid=$!
-.venv/bin/python -m pytest -m "not e2e" "${OWN_DATABASE[@]}" -p no:cacheprovider --durations=30 \
-  >artifacts/main-own-db.log 2>&1 &
-own_pid=$!
 scripts/matrix.py -- --durations=30 &
 matrix_pid=$!
 wait "$matrix_pid" || matrix=$?
 wait "$main_pid" || main=$?
 wait "$rest_pid" || rest=$?
-wait "$own_pid" || own=$?
-for part in main-dag-runs main-rest main-own-db; do
+for part in main-dag-runs main-rest; do
   echo
   echo "===== Airflow 3.3: $part (artifacts/$part.log) ====="
   cat "artifacts/$part.log"
@@ -84,8 +76,8 @@ alone=0
 .venv/bin/python -m pytest "${ALONE[@]}" tests/e2e -p no:cacheprovider --durations=30 || alone=$?
 echo "make test: the whole run took $((SECONDS - started)) s"
 
-if [ "$main" != 0 ] || [ "$rest" != 0 ] || [ "$own" != 0 ]; then
-  echo "make test: the unit and DAG-level tests on Airflow 3.3 FAILED (pytest exits $main, $rest, $own); see artifacts/main-*.log" >&2
+if [ "$main" != 0 ] || [ "$rest" != 0 ]; then
+  echo "make test: the unit and DAG-level tests on Airflow 3.3 FAILED (pytest exits $main, $rest); see artifacts/main-*.log" >&2
 fi
 if [ "$matrix" != 0 ]; then
   echo "make test: the matrix FAILED on another Airflow or Python (see its summary above)" >&2
@@ -93,4 +85,4 @@ fi
 if [ "$alone" != 0 ]; then
   echo "make test: the validator's, the emulator's or the end-to-end tests on Airflow 3.3 FAILED (pytest exit $alone)" >&2
 fi
-[ "$main" = 0 ] && [ "$rest" = 0 ] && [ "$own" = 0 ] && [ "$matrix" = 0 ] && [ "$alone" = 0 ]
+[ "$main" = 0 ] && [ "$rest" = 0 ] && [ "$matrix" = 0 ] && [ "$alone" = 0 ]
