@@ -7,6 +7,8 @@ large file's scan) inherit the choice through the environment.
 
 from __future__ import annotations
 
+import tempfile
+
 import pytest
 
 from airflow_tables.validation import kernels
@@ -22,3 +24,12 @@ def scan_kernel(request, monkeypatch):
         monkeypatch.setenv(kernels.PURE_PYTHON_ENV, "1")
     assert kernels.kernel(",", 2).name == request.param
     return request.param
+
+
+@pytest.fixture
+def private_tmp(tmp_path, monkeypatch):
+    """The system temp directory, private to the test, so that whatever a quarantine leaves there is seen."""
+    folder = tmp_path / "system-tmp"
+    folder.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))
+    return folder

@@ -587,15 +587,6 @@ def test_corpus_files_the_validator_accepts_have_no_bad_rows(tmp_path):
 # -- 4. What ends the reading is never a bad row ---------------------------------------------------------
 
 
-@pytest.fixture
-def private_tmp(tmp_path, monkeypatch):
-    """The system temp directory, private to the test, so that whatever a quarantine leaves there is seen."""
-    folder = tmp_path / "system-tmp"
-    folder.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(folder))
-    return folder
-
-
 UNTERMINATED = {
     "after-a-bad-row": b'a,b\n1,2\n3,4,5\n6,"never closed\n7,8\n9,10\n',
     "no-bad-row-before": b'a,b\n1,2\n6,"never closed\n7,8\n9,10\n',

@@ -6,7 +6,8 @@ of a file in a declared encoding) once more than validation would only when it m
 1. its header as the validator reads it (:func:`.scan.scan_file_with`), then its records by the
    validator's fast path alone (``plain_only``: on two processes, stopping at the first record
    that is not plain). A clean file ends here, at validation's cost, and is sent as it is;
-2. otherwise :class:`.bad_rows.RowSorter` reads the records again, keeping the good rows' ranges
+2. otherwise :class:`.bad_rows.RowSorter` reads the records again (on two processes for a large
+   file: :mod:`.sort_halves`), keeping the good rows' ranges
    of the file (header first, byte for byte) and writing each bad row to the rejects file. What is
    sent is those ranges read in order (:mod:`airflow_tables.sources.spliced`): no copy is written,
    unless a reader needs one (:meth:`SetAside.as_local`).
@@ -34,6 +35,7 @@ from airflow_tables.validation.ranges import NotPlain, RangeScan, scan_data
 from airflow_tables.validation.rejects import RejectsFile, beside
 from airflow_tables.validation.report import CsvReport, local_report
 from airflow_tables.validation.scan import FileScan, scan_file, scan_file_with
+from airflow_tables.validation.sort_halves import sort_rows
 
 if TYPE_CHECKING:
     from airflow_tables.sources import Source
@@ -138,13 +140,8 @@ def sorted_rows(
     rejects = RejectsFile(check.rejects_path or beside(default_rejects)) if quarantines else None
     folder = tempfile.mkdtemp(prefix="airflow-tables-good-rows-")
     try:
-        by_code: Counter[str] = Counter()
-
-        def bad(row: BadRow) -> None:
-            by_code[row.code] += 1
-            if rejects is not None:
-                rejects.add(row)
-
+        bad = _BadRows(rejects)
+        by_code = bad.by_code
         sorting = _Sorting(check, bad, column_types)
         scan = scan_file_with(local.local_path, limits, sorting.records, column_types=column_types)
         report = local_report(local, local, scan)
@@ -218,10 +215,29 @@ def _without(
     return _local(sent, path, found.good_bytes)
 
 
+class _BadRows:
+    """The bad rows of a sort (a :class:`.sort_halves.BadRowSink`): counted by code, written to ``rejects`` if any."""
+
+    def __init__(self, rejects: RejectsFile | None) -> None:
+        self.rejects = rejects
+        self.writes_rejects = rejects is not None
+        self.by_code: Counter[str] = Counter()
+
+    def __call__(self, row: BadRow) -> None:
+        self.by_code[row.code] += 1
+        if self.rejects is not None:
+            self.rejects.add(row)
+
+    def absorb(self, part: str | None, by_code: dict[str, int], rows: int) -> None:
+        self.by_code.update(by_code)
+        if self.rejects is not None and part is not None:
+            self.rejects.append_part(part, rows)
+
+
 class _Sorting:
     """The records reader :func:`.scan.scan_file_with` is given: the fast path first, the sorter when it must."""
 
-    def __init__(self, check: RowCheck, bad: Any, column_types: bool) -> None:
+    def __init__(self, check: RowCheck, bad: _BadRows, column_types: bool) -> None:
         self.check = check
         self.bad = bad
         self.column_types = column_types
@@ -254,7 +270,7 @@ class _Sorting:
             declared_long=declared_long,
             states=states,
         )
-        self.found = found = sorter.run()
+        self.found = found = sort_rows(sorter, scan.size_bytes, scan.data_line, self.bad)
         # The scan reports a problem of the records with lines counted from them: the sorter's are the file's.
         shift = scan.data_line - 1
         stopped = None if found.stopped is None else found.stopped.moved(lines=-shift, records=0)

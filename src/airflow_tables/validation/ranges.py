@@ -112,15 +112,17 @@ def count_breaks(f, start: int, end: int) -> int:
     total = 0
     left = end - start
     prev_cr = False
+    chunk = bytearray(min(CHUNK_BYTES, max(left, 0)))  # read into again and again: no new memory to touch
+    view = memoryview(chunk)
     while left > 0:
-        data = f.read(min(CHUNK_BYTES, left))
-        if not data:
+        got = f.readinto(view[: min(CHUNK_BYTES, left)])
+        if not got:
             break
-        left -= len(data)
-        total += line_breaks(data)
-        if prev_cr and data[:1] == b"\n":
+        left -= got
+        total += line_breaks(chunk, 0, got)
+        if prev_cr and chunk[0] == 10:
             total -= 1  # a CRLF split between two reads was counted twice
-        prev_cr = data[-1:] == b"\r"
+        prev_cr = chunk[got - 1] == 13
     return total
 
 
@@ -350,12 +352,20 @@ def _read_plain(reader: RangeReader, f, start: int, stop: int | None) -> bool:
             return True
 
 
-def split_point(path: str | os.PathLike, start: int, size: int, delimiter: str, columns: int) -> int | None:
+def split_point(
+    path: str | os.PathLike,
+    start: int,
+    size: int,
+    delimiter: str,
+    columns: int,
+    plain_records: int | None = None,
+) -> int | None:
     """A record boundary near the middle of ``[start, size)`` to split the scan at, or None.
 
     Tries the line starts after the middle until the next 256 KiB read from there are
-    plain, so the split rarely falls inside a quoted field; when it still does,
-    :func:`scan_data` notices and carries on alone.
+    plain (or, with ``plain_records``, the next that many lines: a file with bad rows has some in
+    every 256 KiB), so the split rarely falls inside a quoted field; when it still does,
+    :func:`scan_data` (and :mod:`.sort_halves`) notice and carry on alone.
     """
     middle = start + (size - start) // 2
     with open(path, "rb") as f:
@@ -365,8 +375,15 @@ def split_point(path: str | os.PathLike, start: int, size: int, delimiter: str, 
     for _ in range(64):
         if pos <= 0:
             return None
+        end = pos + 256 * 1024
+        if plain_records is not None:  # the next that many lines
+            end = pos
+            for _ in range(plain_records):
+                end = window.find(b"\n", end) + 1
+                if end <= 0:
+                    return None
         probe = kernels.kernel(delimiter, columns)
-        found = probe.scan(memoryview(window)[pos : pos + 256 * 1024], final=False)
+        found = probe.scan(memoryview(window)[pos:end], final=False)
         if found.records and not found.stopped:
             return middle + pos
         pos = window.find(b"\n", pos) + 1

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import os
+import shutil
 import tempfile
 from typing import TYPE_CHECKING
 
@@ -47,6 +48,28 @@ def shown_record(record: bytes) -> str:
     return f"{text}... [cut: {len(record):,} bytes in all]" if cut else text
 
 
+def _fields(row: BadRow) -> tuple[int, int, str, str, str, str]:
+    """A bad row as the rejects file's line has it (:data:`COLUMNS`)."""
+    return row.line, row.byte_offset, row.code, row.message, row.column or "", shown_record(row.record)
+
+
+class RejectsPart:
+    """Rows of a rejects file written by a process that sorts a later part of the file (:mod:`.sort_halves`).
+
+    No header: its parent appends it to the rejects file (:meth:`RejectsFile.append_part`).
+    """
+
+    def __init__(self, path: str) -> None:
+        self._file: TextIO = open(path, "w", encoding="utf-8", newline="")  # noqa: SIM115 - closed by close()
+        self._writer = csv.writer(self._file, lineterminator="\n")
+
+    def add(self, row: BadRow) -> None:
+        self._writer.writerow(_fields(row))
+
+    def close(self) -> None:
+        self._file.close()
+
+
 class RejectsFile:
     """Bad rows written as they are found to a temporary file, then :meth:`commit`-ted to ``target`` (or discarded).
 
@@ -69,10 +92,16 @@ class RejectsFile:
         self.rows = 0
 
     def add(self, row: BadRow) -> None:
-        self._writer.writerow(
-            (row.line, row.byte_offset, row.code, row.message, row.column or "", shown_record(row.record))
-        )
+        self._writer.writerow(_fields(row))
         self.rows += 1
+
+    def append_part(self, path: str, rows: int) -> None:
+        """Append the ``rows`` rows another process wrote to ``path`` (a :class:`RejectsPart`), after the ones here."""
+        self._file.flush()
+        with open(path, "rb") as part:
+            shutil.copyfileobj(part, self._file.buffer, 1024 * 1024)
+        self._file.buffer.flush()
+        self.rows += rows
 
     def commit(self) -> str:
         """Put the finished file at its target (a rename, or one upload); return the target."""
