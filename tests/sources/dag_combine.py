@@ -17,7 +17,7 @@ TASK = {"poll_interval": 0.2, "timeout": 60, "retries": 0, "retry_delay": timede
 
 with DAG(
     "dt_combine",
-    params={"parts": "", "by_name": "", "retried": ""},
+    params={"parts": "", "by_name": "", "retried": "", "one": ""},
     schedule=None,
     start_date=datetime(2026, 1, 1),
     catchup=False,
@@ -35,4 +35,7 @@ with DAG(
         combine=True,
         table_name="orders_retried",
         **{**TASK, "retries": 1},
+    )
+    DataTablesImportOperator(  # no combine: a name that reads as a pattern is one file if one is named so
+        task_id="one", file_path="{{ params.one }}", table_name="orders_one", **TASK
     )

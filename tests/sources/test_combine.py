@@ -186,3 +186,33 @@ def test_a_file_whose_name_holds_a_bracket_is_still_one_file_without_combine(tmp
     assert arguments_problem(str(literal), None, False, None, 1.0, 10.0) is None
     missing = arguments_problem(str(tmp_path / "orders[2].csv"), None, False, None, 1.0, 10.0)
     assert missing is not None and "pass combine=True" in missing
+
+
+def test_an_object_whose_key_holds_a_star_is_one_file_without_combine(dags_module, datatables_conn, s3_server, bucket):
+    """Object storage allows ``*`` in a key: without ``combine``, a key that exists as it is names that one object."""
+    s3_server.put(bucket, "exports/orders-*.csv", HEADER + rows(0, 5))
+    s3_server.put(bucket, "exports/orders-1.csv", HEADER + rows(100, 5))  # what the pattern would match
+    datatables_conn.reset_stats()
+    credits = datatables_conn.credits()
+
+    dag_run = run(one=f"s3://{CONN_ID}@{bucket}/exports/orders-*.csv")
+
+    assert state(dag_run, "one") == "success"
+    assert datatables_conn.received_bytes(xcom(dag_run, "one")) == HEADER + rows(0, 5)
+    sent_once(datatables_conn, credits)
+
+
+def test_a_pattern_key_that_names_no_object_is_refused_saying_combine(dags_module, datatables_conn, s3_server, bucket):
+    """Without ``combine``, a pattern that is no object's key is refused before any request, saying what to do."""
+    s3_server.put(bucket, "exports/orders-1.csv", HEADER + rows(100, 5))
+    datatables_conn.reset_stats()
+
+    from airflow_tables.operators._checks import arguments_problem
+
+    pattern = f"s3://{CONN_ID}@{bucket}/exports/orders-?.csv"
+    dag_run = run(one=pattern)
+
+    assert state(dag_run, "one") == "failed"
+    assert datatables_conn.stats()["imports_accepted"] == 0
+    said = arguments_problem(pattern, None, False, "orders_one", 1.0, 10.0)
+    assert said is not None and "pass combine=True" in said

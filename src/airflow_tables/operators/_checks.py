@@ -155,12 +155,30 @@ def file_path_problem(file_path: Any) -> str | None:
         )
     from airflow_tables.sources.parts import names_many
 
-    if names_many(text) and not os.path.isfile(text):  # orders[1].csv that exists is one file
+    if names_many(text) and not _one_file_named(text):  # orders[1].csv that exists is one file
         return (
             f"file_path {text!r} is a pattern or a prefix, not one file: pass combine=True to import every file it "
             "names into one table, or map the operator over the files"
         )
     return None
+
+
+def _one_file_named(text: str) -> bool:
+    """Whether a path or URI that reads as a pattern names one existing file as it is (a key may hold ``*``).
+
+    Object storage allows any character in a key; a local file system all but ``/``. Asked only
+    when the name reads as a pattern: one look (``stat``, or the storage's ``HEAD``) at run time.
+    """
+    from airflow_tables.sources.errors import SourceError
+    from airflow_tables.sources.storage import is_uri, stat_object
+
+    if not is_uri(text):
+        return os.path.isfile(text)
+    try:
+        stat_object(text)
+    except SourceError:  # none, a prefix, or not to be read: the pattern's message says what to do
+        return False
+    return True
 
 
 def parts_problem(file_path: Any) -> str | None:
