@@ -98,6 +98,16 @@ def _files_with(root: Path, needle: bytes, skip: set[Path] = frozenset()) -> lis
     return found.stdout.splitlines()
 
 
+def test_the_scan_of_files_finds_the_key_where_it_is(tmp_path):
+    """The scan the key's test relies on finds bytes anywhere under a folder, and only there (a control)."""
+    (tmp_path / "deep" / "er").mkdir(parents=True)
+    (tmp_path / "deep" / "er" / "x.db").write_bytes(b"\x00\x01secret-KEY\xff")
+    (tmp_path / "other.log").write_bytes(b"nothing here")
+
+    assert _files_with(tmp_path, b"secret-KEY") == [str(tmp_path / "deep" / "er" / "x.db")]
+    assert _files_with(tmp_path, b"secret-KEY", {tmp_path / "deep" / "er" / "x.db"}) == []
+
+
 def _around(text: str, key: str) -> str:
     """Where the key stands in ``text``, with the key itself replaced, for the failure message."""
     at = text.index(key)
