@@ -37,6 +37,7 @@ from tests.operators.test_schema_change import sw_dags as sw_dags  # noqa: PLC04
 from tests.operators.test_schema_change import (  # noqa: F401 - an autouse fixture (Airflow < 3.3's triggerer)
     triggerer_answers_hitl_requests,
 )
+from tests.operators.test_unfinished import CUTS, cut_file
 
 PLAN = Path(sys.executable).with_name("airflow-tables")
 pytestmark = pytest.mark.timeout(600)  # the approval's run waits for its answer
@@ -145,6 +146,20 @@ def test_what_only_the_run_learns_is_unknown_and_not_counted(pl_dags, datatables
     assert credits - emulator.credits() == 3
     assert table_of(emulator, xcom(real, "pulled"))["Rows"] == 5
     assert len(xcom_all(real, "mapped")) == 2
+
+
+def test_a_file_still_being_written_is_unknown_not_refused(pl_dags, datatables_conn, tmp_path):
+    """A cut last record written moments ago: the run would retry, so the plan decides nothing and counts nothing."""
+    path, _ = cut_file(tmp_path, CUTS["inside a quote"])
+    datatables_conn.reset_stats()
+
+    found = planned("pl_import", "--conf", json.dumps({"file_path": str(path)}))
+
+    (task,) = found["tasks"]
+    assert (task["task_id"], task["action"], task["credits"]) == ("import", "unknown", None)
+    assert f"{path} looks still being written" in task["reason"] and "retries read it again" in task["reason"]
+    assert found["credits"] == 0 and found["refused"] is False
+    assert paid_requests(datatables_conn) == []
 
 
 def test_a_plan_names_the_approval_a_replace_waits_for_then_the_approved_run_pays_it(

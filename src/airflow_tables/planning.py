@@ -213,6 +213,8 @@ class _PlannedRun:
         return [self._decide_one(task, index) for index in range(count)]
 
     def _decide_one(self, task: Any, map_index: int | None) -> Decision:
+        from airflow_tables.exceptions import CsvUnfinishedError
+
         context = self._context(task, -1 if map_index is None else map_index)
         try:
             with _quiet(TEMPLATER_LOGGER):  # a template that needs an upstream result is a fact here, not an error
@@ -231,6 +233,12 @@ class _PlannedRun:
             return Decision(task.task_id, map_index, self.budgets.applied(rendered, rendered.decide(context)))
         except NotKnownBeforeTheRun as unknown:
             return Decision(task.task_id, map_index, None, str(unknown))
+        except CsvUnfinishedError as unfinished:  # what the file will hold is known once its writer is done
+            reason = (
+                f"{unfinished.path} looks still being written (its last record cut short, modified "
+                f"{unfinished.age:.0f} s ago): the run's retries read it again"
+            )
+            return Decision(task.task_id, map_index, None, reason)
 
     def _context(self, task: Any, map_index: int) -> Any:
         """The template context the run's task instance would have (Airflow's own, built for a run not stored)."""

@@ -21,6 +21,7 @@ import pytest
 from tests._dag_files import imported
 from tests.operators._runs import import_table, orders_csv, run, state, xcom, xcom_all
 from tests.operators.test_schema_change import write_csv
+from tests.operators.test_unfinished import CUTS, cut_file
 
 #: The real run that holds ``held_card`` (now) is newer than the scenario's run (ten days ago).
 OLD = (datetime.now(UTC) - timedelta(days=10)).replace(microsecond=0)
@@ -229,6 +230,18 @@ def test_a_dry_run_refused_by_validation_fails_without_retry_and_says_why(pl_dag
     real = run(pl_dags, "pl_import", file_path=str(path))
     assert str(real.get_task_instance("import").state) == "failed"
     assert datatables_conn.credits() == quiet["credits"] and paid_requests(datatables_conn) == []
+
+
+def test_a_dry_run_of_a_file_still_being_written_is_retried_as_the_run_would_be(
+    pl_dags, datatables_conn, quiet, tmp_path
+):
+    """Not a refusal: the real run leaves a file with a cut last record, changed moments ago, to its retries."""
+    path, _ = cut_file(tmp_path, CUTS["between fields"])
+    dry = run(pl_dags, "pl_import_dry", file_path=str(path))
+    ti = dry.get_task_instance("import")
+    assert str(ti.state) == "failed" and ti.try_number == 2  # retried (retries=1); its writer never came back
+    assert xcom(dry, "import", "plan") is None  # no decision was made
+    assert_dry(datatables_conn, quiet, looked=False)
 
 
 def test_a_dry_run_asks_nobody_to_approve_a_schema_change(pl_dags, datatables_conn, tmp_path):

@@ -90,15 +90,17 @@ def decided(flow: Callable[[], Plan | None], project: Callable[[], str | None], 
     ``Planned`` is the decision; a refusal the run would fail with (``AirflowFailException``, a
     validation error) is ``refuse`` and a skip is ``skip`` (of ``nothing``'s table, the task's), each
     with the exception kept; ``flow``'s own plan (or ``nothing``, when it ended without one)
-    otherwise. Any other error (the service unreachable) is no decision: it is raised, as the run
-    would leave it to its retries.
+    otherwise. Any other error (the service unreachable, a file that looks still being written:
+    ``CsvUnfinishedError``) is no decision: it is raised, as the run would leave it to its retries.
     """
-    from airflow_tables.exceptions import CsvValidationError
+    from airflow_tables.exceptions import CsvUnfinishedError, CsvValidationError
 
     try:
         plan = flow()
     except Planned as planned:
         return planned.plan
+    except CsvUnfinishedError:  # a file still being written: the run leaves it to its retries, so does this
+        raise
     except AirflowSkipException as skip:  # the table held back (if_older) or locked (if_locked="skip")
         return Plan("skip", nothing.card_id or None, 0, str(skip), _department(project), error=skip)
     except (AirflowFailException, CsvValidationError) as refusal:
