@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from airflow_tables.sources import open_source
-from airflow_tables.sources.spliced import SplicedReader, spliced_source, write_spliced
+from airflow_tables.sources.spliced import SplicedReader, ranges_of, spliced_source, write_spliced
 
 DATA = bytes(range(256)) * 40  # 10,240 bytes, each offset's byte known
 
@@ -28,7 +28,7 @@ def test_the_kept_ranges_read_as_one_file_whatever_the_reader_asks_for(tmp_path_
     path.write_bytes(DATA)
     expected = b"".join(DATA[offset : offset + length] for offset, length in kept)
     got = bytearray()
-    with SplicedReader(str(path), kept) as reader:
+    with SplicedReader(ranges_of(str(path), kept)) as reader:
         buffer = bytearray(block)
         while n := reader.readinto(buffer):
             got += buffer[:n]
@@ -53,7 +53,7 @@ def test_a_file_that_shrank_reads_short_and_a_copy_of_it_fails(tmp_path):
     path = tmp_path / "orders.csv"
     path.write_bytes(DATA[:100])
     kept = [(0, 50), (80, 60)]  # sorted when the file was 140 bytes long
-    with SplicedReader(str(path), kept) as reader:
+    with SplicedReader(ranges_of(str(path), kept)) as reader:
         assert reader.read() == DATA[:50] + DATA[80:100]
     with pytest.raises(OSError, match="orders.csv became shorter"):
         write_spliced(str(path), kept, str(tmp_path / "copy.csv"))
