@@ -21,7 +21,7 @@ from tests._s3 import S3Server
 from tests.operators._runs import import_table, orders_csv
 
 DAG_FILE = Path(__file__).parent / "dags" / "datatables_lineage.py"
-TASKS = ("import", "replace", "wait", "delete", "refused", "checked", "quarantined", "combined")
+TASKS = ("import", "replace", "wait", "delete", "refused", "checked", "quarantined", "combined", "rehearsed")
 
 
 @pytest.fixture(scope="module")
@@ -182,6 +182,12 @@ def test_every_task_reports_its_datasets_and_facets_to_openlineage(
     combined = tasks["combined"][-1]
     assert _datasets(combined, "inputs") == [("file", str(files["first"]))] * 2
     assert combined["outputs"][0]["outputFacets"]["outputStatistics"]["rowCount"] == 40
+
+    # a dry run: the file it read and judged, and no output at START or after (it wrote nothing).
+    rehearsed = tasks["rehearsed"]
+    assert [_datasets(e, "outputs") for e in rehearsed] == [[]] * len(rehearsed)
+    assert _datasets(rehearsed[-1], "inputs") == [("file", str(files["first"]))]
+    assert rehearsed[-1]["inputs"][0]["inputFacets"]["inputStatistics"]["rowCount"] == 20
 
     # a table's asset as a task's inlet, spelled by hand: the table's dataset, as the operators name it.
     assert _datasets(tasks["report_on_table"][-1], "inputs") == [(service, "P-1/CRD-1")]

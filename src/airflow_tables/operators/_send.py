@@ -112,6 +112,7 @@ def decide_import(task: Any, context: Context) -> Plan:
     def flow() -> Plan | None:
         check_arguments(task)
         with opened_source(task) as source, check_file(task, context, source) as checked:
+            task._learn_input(source, checked)  # what the checks found, for lineage: as the real run says it
             project = task.department
             aside = ""
             if checked.bad_rows:

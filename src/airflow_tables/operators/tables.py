@@ -84,6 +84,12 @@ class _DataTablesOperator(DataTablesTaskMixin, BaseOperator):
         # Not ``self.dry_run``: BaseOperator has a method of that name (it renders the templates).
         self.dry_run_only = dry_run
 
+    def lineage_writes(self) -> bool:
+        """A dry run writes no table: its lineage events name the files it read, and no output."""
+        from airflow_tables.operators._dry_run import dry_run_enabled
+
+        return not dry_run_enabled(self)
+
 
 #: The import operators' templated arguments.
 _TEMPLATED = ("project_id", "file_path", "card_id", "table_name", "partition_key", "rejects_path")

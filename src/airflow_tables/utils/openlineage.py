@@ -267,14 +267,21 @@ class OpenLineageMixin:
         """What is known before the task runs; a task with datasets of its own overrides this."""
         return TaskLineage()
 
+    def lineage_writes(self) -> bool:
+        """Whether this try may write the datasets its outputs name (a dry run writes none: no outputs then)."""
+        return True
+
     def _lineage_so_far(self) -> TaskLineage:
         """What was learned, each side falling back on what was known at the start."""
         start, learned = self.lineage_at_start(), self.lineage
-        return TaskLineage(learned.inputs or start.inputs, learned.outputs or start.outputs)
+        return self._as_run(TaskLineage(learned.inputs or start.inputs, learned.outputs or start.outputs))
+
+    def _as_run(self, lineage: TaskLineage) -> TaskLineage:
+        return lineage if self.lineage_writes() else TaskLineage(lineage.inputs, [])
 
     def get_openlineage_facets_on_start(self) -> Any:
         """START: the datasets known before the task runs (called by the OpenLineage provider only)."""
-        return operator_lineage(self.lineage_at_start())
+        return operator_lineage(self._as_run(self.lineage_at_start()))
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         """COMPLETE: every dataset with what the task found (no lookup: ``task_instance`` is not used)."""

@@ -3,9 +3,9 @@
 Import a file, replace the table's data (deferred wait: the COMPLETE event comes from the try that
 resumes), wait on it with the sensor; delete another table; and an import that validation refuses
 (a FAIL event); an import checked by a Great Expectations suite and one with a bad row set aside
-(their data-quality facets); a file imported twice as the two parts of one table (``combine=``);
-and a task of the user's with a table's asset as its inlet. The files, the table to delete and the
-inlet's URI come from the environment the test sets.
+(their data-quality facets); a file imported twice as the two parts of one table (``combine=``); a
+dry run of a replace; and a task of the user's with a table's asset as its inlet. The files, the
+table to delete and the inlet's URI come from the environment the test sets.
 """
 
 from __future__ import annotations
@@ -36,6 +36,13 @@ with DAG("dt_lineage", schedule=None, start_date=datetime(2026, 1, 1), catchup=F
     )
     read = DataTablesProcessedSensor(task_id="wait", card_id=made.output, poke_interval=0.2, timeout=60)
     made >> replaced >> read
+    DataTablesReplaceOperator(  # a rehearsal: it reads the file and decides, and writes nothing
+        task_id="rehearsed",
+        card_id=made.output,
+        file_path=os.environ.get("DT_LINEAGE_FILE", "orders.csv"),
+        dry_run=True,
+        if_older="replace",
+    )
 
     DataTablesDeleteOperator(
         task_id="delete", card_id=os.environ.get("DT_LINEAGE_DROP_CARD", "CRD-unset"), poll_interval=0.2, timeout=60
