@@ -23,7 +23,6 @@ import dataclasses
 import os
 import shutil
 import tempfile
-from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, BinaryIO
@@ -35,7 +34,7 @@ from airflow_tables.validation.ranges import NotPlain, RangeScan, scan_data
 from airflow_tables.validation.rejects import RejectsFile, beside
 from airflow_tables.validation.report import CsvReport, local_report
 from airflow_tables.validation.scan import FileScan, scan_file, scan_file_with
-from airflow_tables.validation.sort_halves import sort_rows
+from airflow_tables.validation.sort_halves import BadRows, sort_rows
 
 if TYPE_CHECKING:
     from airflow_tables.sources import Source
@@ -140,7 +139,7 @@ def sorted_rows(
     rejects = RejectsFile(check.rejects_path or beside(default_rejects)) if quarantines else None
     folder = tempfile.mkdtemp(prefix="airflow-tables-good-rows-")
     try:
-        bad = _BadRows(rejects)
+        bad = BadRows(rejects)
         by_code = bad.by_code
         sorting = _Sorting(check, bad, column_types)
         scan = scan_file_with(local.local_path, limits, sorting.records, column_types=column_types)
@@ -215,29 +214,10 @@ def _without(
     return _local(sent, path, found.good_bytes)
 
 
-class _BadRows:
-    """The bad rows of a sort (a :class:`.sort_halves.BadRowSink`): counted by code, written to ``rejects`` if any."""
-
-    def __init__(self, rejects: RejectsFile | None) -> None:
-        self.rejects = rejects
-        self.writes_rejects = rejects is not None
-        self.by_code: Counter[str] = Counter()
-
-    def __call__(self, row: BadRow) -> None:
-        self.by_code[row.code] += 1
-        if self.rejects is not None:
-            self.rejects.add(row)
-
-    def absorb(self, part: str | None, by_code: dict[str, int], rows: int) -> None:
-        self.by_code.update(by_code)
-        if self.rejects is not None and part is not None:
-            self.rejects.append_part(part, rows)
-
-
 class _Sorting:
     """The records reader :func:`.scan.scan_file_with` is given: the fast path first, the sorter when it must."""
 
-    def __init__(self, check: RowCheck, bad: _BadRows, column_types: bool) -> None:
+    def __init__(self, check: RowCheck, bad: BadRows, column_types: bool) -> None:
         self.check = check
         self.bad = bad
         self.column_types = column_types

@@ -35,11 +35,11 @@ import subprocess
 import sys
 import tempfile
 from collections import Counter
-from typing import Protocol
 
 from airflow_tables.validation import kernels
 from airflow_tables.validation.bad_rows import BadRow, RowSorter, Sorted
 from airflow_tables.validation.ranges import count_breaks, split_point
+from airflow_tables.validation.rejects import RejectsFile, RejectsPart
 
 #: How many lines after a line start must be plain records for the split to be tried there (a split
 #: inside a quoted field is still found, below, and read on alone: that costs time, never the result).
@@ -48,19 +48,35 @@ PLAIN_RECORDS = 4
 CHILD = ("-m", "airflow_tables.validation.sort_halves")
 
 
-class BadRowSink(Protocol):
-    """Where bad rows go as they are found: one at a time, or a child's whole part at once."""
+class BadRows:
+    """Where a sort's bad rows go as they are found: counted by code, and written to ``rejects`` if there is one.
 
-    #: True when the rows are written to a rejects file (a child then writes its part of it).
-    writes_rejects: bool
+    ``rejects`` is the rejects file, or in the child its part of it; :meth:`absorb` takes a child's
+    whole part at once.
+    """
 
-    def __call__(self, row: BadRow) -> None: ...
+    def __init__(self, rejects: RejectsFile | RejectsPart | None = None) -> None:
+        self.rejects = rejects
+        self.by_code: Counter[str] = Counter()
+
+    @property
+    def writes_rejects(self) -> bool:
+        return self.rejects is not None
+
+    def __call__(self, row: BadRow) -> None:
+        self.by_code[row.code] += 1
+        if self.rejects is not None:
+            self.rejects.add(row)
 
     def absorb(self, part: str | None, by_code: dict[str, int], rows: int) -> None:
         """Take the ``rows`` bad rows a child found, counted ``by_code``, written to ``part`` (when rejects are)."""
+        self.by_code.update(by_code)
+        if part is not None:
+            assert isinstance(self.rejects, RejectsFile), "a part is appended to the rejects file"
+            self.rejects.append_part(part, rows)
 
 
-def sort_rows(sorter: RowSorter, size: int, data_line: int, bad: BadRowSink) -> Sorted:
+def sort_rows(sorter: RowSorter, size: int, data_line: int, bad: BadRows) -> Sorted:
     """Sort the records of ``sorter``'s file (``size`` bytes) to its end, on two processes when it is large.
 
     ``data_line`` is the line of the first record (``sorter.start``); ``bad`` is the sorter's sink.
@@ -124,17 +140,9 @@ def sort_rows(sorter: RowSorter, size: int, data_line: int, bad: BadRowSink) -> 
 
 def _child_main() -> int:
     """The child half of :func:`sort_rows`: sort from the split on, write its part of the rejects, print the rest."""
-    from airflow_tables.validation.rejects import RejectsPart
-
     job = json.loads(sys.stdin.buffer.read())
-    by_code: Counter[str] = Counter()
     part = RejectsPart(job["part"]) if job["part"] else None
-
-    def bad(row: BadRow) -> None:
-        by_code[row.code] += 1
-        if part is not None:
-            part.add(row)
-
+    bad = BadRows(part)
     sorter = RowSorter(
         job["path"],
         job["start"],
@@ -151,7 +159,7 @@ def _child_main() -> int:
     if part is not None:
         part.close()
     states = bytes(sorter.states) if job["typing"] and sorter.states is not None else None
-    sys.stdout.buffer.write(pickle.dumps({"found": found, "by_code": dict(by_code), "states": states}))
+    sys.stdout.buffer.write(pickle.dumps({"found": found, "by_code": dict(bad.by_code), "states": states}))
     return 0
 
 
