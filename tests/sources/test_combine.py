@@ -216,3 +216,24 @@ def test_a_pattern_key_that_names_no_object_is_refused_saying_combine(dags_modul
     assert datatables_conn.stats()["imports_accepted"] == 0
     said = arguments_problem(pattern, None, False, "orders_one", 1.0, 10.0)
     assert said is not None and "pass combine=True" in said
+
+
+def test_a_pattern_key_the_storage_cannot_be_asked_about_says_why(s3_server, monkeypatch):
+    """Storage that does not answer: the refusal says the pattern, and why no object could be looked up."""
+    import json
+    import socket
+
+    from airflow_tables.operators._checks import arguments_problem
+
+    with socket.socket() as closed:  # a port nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    conn = s3_server.connection()
+    conn["extra"] = {**conn["extra"], "endpoint_url": f"http://127.0.0.1:{port}"}
+    monkeypatch.setenv("AIRFLOW_CONN_AWS_UNREACHABLE", json.dumps(conn))  # its own: file systems are cached by it
+
+    said = arguments_problem("s3://aws_unreachable@landing/exports/orders-*.csv", None, False, "t", 1.0, 10.0)
+
+    assert said is not None and "pass combine=True" in said
+    assert "whether an object is named exactly so could not be asked" in said
+    assert conn["password"] not in said

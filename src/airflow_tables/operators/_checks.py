@@ -155,30 +155,39 @@ def file_path_problem(file_path: Any) -> str | None:
         )
     from airflow_tables.sources.parts import names_many
 
-    if names_many(text) and not _one_file_named(text):  # orders[1].csv that exists is one file
-        return (
-            f"file_path {text!r} is a pattern or a prefix, not one file: pass combine=True to import every file it "
-            "names into one table, or map the operator over the files"
-        )
-    return None
+    if not names_many(text):
+        return None
+    not_one = _not_one_file(text)  # orders[1].csv that exists is one file
+    if not_one is None:
+        return None
+    from airflow_tables.sources.storage import label_of
+
+    return (
+        f"file_path {label_of(text)!r} is a pattern or a prefix, not one file{not_one}: pass combine=True to import "
+        "every file it names into one table, or map the operator over the files"
+    )
 
 
-def _one_file_named(text: str) -> bool:
-    """Whether a path or URI that reads as a pattern names one existing file as it is (a key may hold ``*``).
+def _not_one_file(text: str) -> str | None:
+    """None when a path or URI that reads as a pattern names one existing file as it is (a key may hold ``*``).
 
-    Object storage allows any character in a key; a local file system all but ``/``. Asked only
-    when the name reads as a pattern: one look (``stat``, or the storage's ``HEAD``) at run time.
+    Otherwise what the look found, for the message: nothing (no file or object is named so), or why
+    the storage could not say. Object storage allows any character in a key; a local file system all
+    but ``/``. Asked only when the name reads as a pattern: one look (``stat``, or the storage's
+    ``HEAD``) at run time.
     """
-    from airflow_tables.sources.errors import SourceError
+    from airflow_tables.sources.errors import SourceError, SourceNotFoundError
     from airflow_tables.sources.storage import is_uri, stat_object
 
     if not is_uri(text):
-        return os.path.isfile(text)
+        return None if os.path.isfile(text) else ""
     try:
         stat_object(text)
-    except SourceError:  # none, a prefix, or not to be read: the pattern's message says what to do
-        return False
-    return True
+    except SourceNotFoundError:  # none, or a prefix
+        return ""
+    except SourceError as err:
+        return f" (whether an object is named exactly so could not be asked: {err.reason})"
+    return None
 
 
 def parts_problem(file_path: Any) -> str | None:
