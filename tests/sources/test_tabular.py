@@ -164,18 +164,35 @@ def test_input_format_names_a_file_whose_suffix_does_not(tmp_path):
 
 
 def test_a_parquet_file_is_converted_a_batch_at_a_time(tmp_path, monkeypatch):
-    """A file of many row groups: no batch holds more than BATCH_ROWS rows, so memory is bounded by it."""
+    """A file of many row groups: no batch holds more than batch_rows() rows, so memory is bounded by it;
+    the batches convert on Arrow's system allocator, and the process's pool is back after."""
     import airflow_tables.sources.tabular as tabular
 
-    seen: list[int] = []
+    seen: list[tuple[int, str]] = []
     batch_csv = tabular._batch_csv
-    monkeypatch.setattr(tabular, "BATCH_ROWS", 500)
-    monkeypatch.setattr(
-        tabular, "_batch_csv", lambda pa_, batch, label: seen.append(batch.num_rows) or batch_csv(pa_, batch, label)
-    )
-    table = pa.table({"id": pa.array(range(10_000), pa.int64())})
+
+    def noting(pa_, batch, label):
+        seen.append((batch.num_rows, pa_.default_memory_pool().backend_name))
+        return batch_csv(pa_, batch, label)
+
+    monkeypatch.setattr(tabular, "MIN_BATCH_ROWS", 100)
+    monkeypatch.setattr(tabular, "BATCH_VALUES", 1000)
+    monkeypatch.setattr(tabular, "_batch_csv", noting)
+    pool = pa.default_memory_pool()
+    table = pa.table({"id": pa.array(range(10_000), pa.int64()), "twice": pa.array(range(0, 20_000, 2))})
     text = converted(parquet_bytes(table))
-    assert text.count("\n") == 10_001 and max(seen) <= 500 and sum(seen) == 10_000
+    assert text.count("\n") == 10_001 and text.splitlines()[-1] == "9999,19998"
+    assert max(rows for rows, _ in seen) == 500 and sum(rows for rows, _ in seen) == 10_000
+    assert {backend for _, backend in seen} == {"system"}
+    assert pa.default_memory_pool().backend_name == pool.backend_name
+
+
+def test_a_batch_is_counted_in_values_not_rows():
+    """A wide table's batches hold fewer rows than a narrow one's, within the bounds either way."""
+    from airflow_tables.sources.tabular import MAX_BATCH_ROWS, MIN_BATCH_ROWS, batch_rows
+
+    assert batch_rows(20) == 8192 and batch_rows(40) == 4096
+    assert batch_rows(300) == MIN_BATCH_ROWS and batch_rows(1) == MAX_BATCH_ROWS
 
 
 # -- the round trip: Parquet -> our CSV -> the values read back --------------------------------
@@ -262,3 +279,15 @@ def test_parquet_to_our_csv_reads_back_as_the_values_pyarrow_reads(columns):
             ), name
         else:
             assert got == want, name
+
+
+def test_a_slice_is_searched_for_quoting_in_its_own_values_only():
+    """A DataFrame's batch is a slice sharing its column's data: a comma in a later row is not this batch's."""
+    import pyarrow.compute as pc
+
+    from airflow_tables.sources.tabular import _NEEDS_QUOTES, _holds
+
+    column = pa.array(["plain", "text", "a,b", 'say "hi"'])
+    assert not _holds(pa, pc, column.slice(0, 2), _NEEDS_QUOTES)
+    assert _holds(pa, pc, column.slice(1, 2), _NEEDS_QUOTES) and _holds(pa, pc, column.slice(3), '"')
+    assert not _holds(pa, pc, column.slice(0, 3), '"') and not _holds(pa, pc, pa.array(["", ""]), _NEEDS_QUOTES)

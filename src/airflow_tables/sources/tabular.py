@@ -3,9 +3,9 @@
 The service takes one CSV. A lake's Parquet file or an event stream's JSON Lines is converted
 here, as a stream of CSV bytes (:func:`csv_stream`) that :mod:`airflow_tables.sources` copies
 into the task's one bounded local file, where validation and the upload read it as any CSV.
-Memory stays bounded: a Parquet file is read a row group, then a batch, at a time; JSON Lines a
-block of lines at a time. Every value is converted by pyarrow's compute kernels (C++), a column
-at a time, never a Python object per value.
+Memory stays bounded: a Parquet file is read a batch of a few thousand rows at a time (its pages as
+they are needed, not a row group's at once); JSON Lines a block of lines at a time. Every value is
+converted by pyarrow's compute kernels (C++), a column at a time, never a Python object per value.
 
 The rules (``docs/sources.md``, "Parquet and JSON Lines", says them for users):
 
@@ -37,11 +37,14 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
+import contextlib
 import datetime
 import functools
 import io
 import os
 import re
+import struct
+import threading
 from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar, cast
@@ -53,15 +56,19 @@ if TYPE_CHECKING:
 
 #: The service's column limit (``validation/rules.py``'s ``MAX_COLUMNS``, which sources may not import).
 MAX_COLUMNS = 300
-#: Rows converted at a time: a batch's CSV is a few MiB for a typical row.
-BATCH_ROWS = 32 * 1024
+#: Values (rows x columns) converted at a time: 8,192 rows of 20 columns, a batch's CSV under 2 MiB
+#: for a typical row; every batch is :data:`MIN_BATCH_ROWS` to :data:`MAX_BATCH_ROWS` rows.
+BATCH_VALUES = 8192 * 20
+#: A kernel call's fixed cost stays small beside its rows however wide the table is ...
+MIN_BATCH_ROWS = 2048
+#: ... and a narrow table's batches stay as many as a wide one's rows would be worth.
+MAX_BATCH_ROWS = 64 * 1024
 #: Batches converted at once, on threads of their own.
 _THREADS = min(4, os.cpu_count() or 1)
 #: Bytes of JSON Lines parsed at a time (cut at a line's end).
 JSON_BLOCK = 16 * 1024 * 1024
 #: Text that is quoted: a quote, a line break, or any separator a reader may choose (the validator's
 #: and the service's candidates, validation/dialect.py: a column of "a;b" must not look like ';'-separated).
-_QUOTED_BYTES = re.compile(rb'[,;\t|"\r\n]')
 _NEEDS_QUOTES = '[,;\t|"\r\n]'
 In = TypeVar("In")
 Out = TypeVar("Out")
@@ -136,7 +143,17 @@ def table_csv(table: pa.Table, label: str) -> Iterator[memoryview]:
 
     names = checked_schema(table.schema, label, max_columns=None)
     yield memoryview(header(names))
-    yield from _converted(pa, table.to_batches(BATCH_ROWS), label)
+    yield from _converted(pa, table.to_batches(batch_rows(len(names))), label)
+
+
+def batch_rows(columns: int) -> int:
+    """Rows a batch of a table of ``columns`` columns holds (:data:`BATCH_VALUES`, within the bounds).
+
+    Memory is a few batches in flight (:data:`_THREADS` converting, each with its columns' text
+    and its CSV), so a batch is counted in values, not rows: a 300-column table's batch holds as
+    much as a 20-column one's.
+    """
+    return max(MIN_BATCH_ROWS, min(MAX_BATCH_ROWS, BATCH_VALUES // max(1, columns)))
 
 
 # -- Parquet ---------------------------------------------------------------------------------
@@ -146,13 +163,17 @@ def _parquet_csv(pa: Any, file: BinaryIO, label: str) -> Iterator[memoryview]:
     import pyarrow.parquet as pq
 
     try:
-        parquet = pq.ParquetFile(file)
+        # Pages are read as the batches need them: pre-buffering reads a row group's column chunks
+        # at once, tens of MiB of a large file held until its last batch is converted.
+        parquet = pq.ParquetFile(file, pre_buffer=False)
     except (pa.ArrowException, OSError) as err:
         raise SourceError(label, f"it is not a valid Parquet file ({err})") from None
     schema = parquet.schema_arrow
     yield memoryview(header(checked_schema(schema, label)))
     try:
-        yield from _converted(pa, parquet.iter_batches(batch_size=BATCH_ROWS, use_threads=True), label)
+        # One thread decodes (a batch's columns are small); the batches convert on the pool's threads.
+        batches = parquet.iter_batches(batch_size=batch_rows(len(schema)), use_threads=False)
+        yield from _converted(pa, batches, label)
     except (pa.ArrowException, OSError) as err:
         raise SourceError(label, f"its Parquet data cannot be read ({err})") from None
 
@@ -167,7 +188,7 @@ def _jsonl_csv(pa: Any, file: BinaryIO, label: str) -> Iterator[memoryview]:
     batches = (
         batch
         for block, first_line in _line_blocks(file)
-        for batch in _parse_json(pa, block, first_line, label, schema).to_batches(BATCH_ROWS)
+        for batch in _parse_json(pa, block, first_line, label, schema).to_batches(batch_rows(len(schema)))
     )
     yield from _converted(pa, batches, label)
 
@@ -331,7 +352,41 @@ def batch_csv(batch: Any, label: str) -> memoryview:
 
 def _converted(pa: Any, batches: Iterable[Any], label: str) -> Iterator[memoryview]:
     """Each batch's CSV, in order, with up to :data:`_THREADS` batches converting at once (memory: that many)."""
-    return in_order(lambda batch: _batch_csv(pa, batch, label), batches)
+    with _returning_allocator(pa):
+        yield from in_order(lambda batch: _batch_csv(pa, batch, label), batches)
+
+
+_allocator_lock = threading.Lock()
+_allocator_users = 0
+_allocator_before: Any = None
+
+
+@contextlib.contextmanager
+def _returning_allocator(pa: Any) -> Iterator[None]:
+    """Arrow's allocations on the system allocator while a file converts, the process's pool again after.
+
+    Why: Arrow's default pool (mimalloc) keeps the pages a converted batch frees for the threads that
+    freed them, and a conversion frees a batch's worth on each thread every few milliseconds; the
+    system allocator gives them to the next batch. Converting ``benchmarks/formats.py``'s 512 MiB
+    Parquet file added 95 MiB to its process with it, 130 MiB without (and 226 MiB with batches of
+    32,768 rows and row groups pre-buffered, as before), at the same speed. Arrow's pool is the
+    process's: a conversion in another thread meanwhile shares the switch, and the last one to end
+    puts the pool back.
+    """
+    global _allocator_users, _allocator_before
+    with _allocator_lock:
+        if _allocator_users == 0:
+            _allocator_before = pa.default_memory_pool()
+            pa.set_memory_pool(pa.system_memory_pool())
+        _allocator_users += 1
+    try:
+        yield
+    finally:
+        with _allocator_lock:
+            _allocator_users -= 1
+            if _allocator_users == 0:
+                pa.set_memory_pool(_allocator_before)
+                _allocator_before = None
 
 
 def in_order(work: Callable[[In], Out], items: Iterable[In]) -> Generator[Out, None, None]:
@@ -374,22 +429,35 @@ def _field_text(pa: Any, pc: Any, column: Any) -> Any:
     else:
         text = column.cast(pa.string())  # numbers, booleans, decimals, times: Arrow's exact forms
     text = pc.fill_null(text, "")
-    if (pa.types.is_string(kind) or pa.types.is_large_string(kind)) and _may_need_quotes(text):
+    if (pa.types.is_string(kind) or pa.types.is_large_string(kind)) and _holds(pa, pc, text, _NEEDS_QUOTES):
         needs = pc.match_substring_regex(text, _NEEDS_QUOTES)
         if pc.any(needs).as_py():
-            quoted = pc.binary_join_element_wise('"', pc.replace_substring(text, '"', '""'), '"', "")
-            text = pc.if_else(needs, quoted, text)
+            # Only the values that need it are quoted, then put back in their places.
+            chosen = pc.filter(text, needs)
+            inner = pc.replace_substring(chosen, '"', '""') if _holds(pa, pc, chosen, '"') else chosen
+            text = pc.replace_with_mask(text, needs, pc.binary_join_element_wise('"', inner, '"', ""))
     return text
 
 
-def _may_need_quotes(text: Any) -> bool:
-    """Whether any value of a string array holds a character that is quoted: one search of its data buffer.
+def _holds(pa: Any, pc: Any, text: Any, pattern: str) -> bool:
+    """Whether any value of a string array matches the regular expression ``pattern``: one search of its bytes.
 
-    Most text columns (ids, names, codes) hold none, and then no value is looked at on its own.
+    Most text columns (ids, names, codes) hold no character that is quoted, and most quoted ones
+    no quote to double: then no value is looked at on its own. The values' bytes are searched as
+    one binary value by Arrow's RE2, which lets the other threads' batches convert meanwhile
+    (Python's ``re`` would hold the interpreter for the whole search).
     """
     text = text.combine_chunks() if hasattr(text, "combine_chunks") else text
-    data = text.buffers()[2]
-    return data is not None and _QUOTED_BYTES.search(memoryview(data)) is not None
+    offsets, data = text.buffers()[1], text.buffers()[2]
+    if data is None or not len(text):
+        return False
+    # Only this array's values: a slice (a DataFrame's batch) shares its whole column's data buffer.
+    start, end = _offset(offsets, text.offset), _offset(offsets, text.offset + len(text))
+    if start == end:
+        return False
+    bounds = pa.py_buffer(struct.pack("<ii", 0, end - start))
+    values = pa.Array.from_buffers(pa.binary(), 1, [None, bounds, data.slice(start, end - start)])
+    return bool(pc.match_substring_regex(values, pattern)[0].as_py())
 
 
 #: A zone that is a fixed offset from UTC, as Arrow names it (``+01:00``).
@@ -416,9 +484,11 @@ def _timestamp_text(pa: Any, pc: Any, column: Any, kind: Any) -> Any:
         moved = datetime.timedelta(hours=int(offset["hours"]), minutes=int(offset["minutes"])) * sign
         local = pc.add(column.cast(pa.timestamp(kind.unit)), pa.scalar(moved, pa.duration(kind.unit)))
         return pc.binary_join_element_wise(_timestamp_text(pa, pc, local, local.type), kind.tz, "")
-    text = pc.replace_substring(column.cast(pa.string()), " ", "T", max_replacements=1)
     fraction = _FRACTION[kind.unit]
-    if fraction:
+    seconds = _in_whole_seconds(pa, column, kind) if fraction else None
+    # The space after YYYY-MM-DD (a byte position: a year Arrow writes otherwise is strftime's, below).
+    text = pc.binary_replace_slice((column if seconds is None else seconds).cast(pa.string()), 10, 11, "T")
+    if fraction and seconds is None:
         whole = pc.equal(pc.floor_temporal(column, unit="second"), column)
         text = pc.if_else(whole, pc.utf8_replace_slice(text, _SECONDS, _SECONDS + fraction, ""), text)
     if kind.tz:
@@ -426,14 +496,36 @@ def _timestamp_text(pa: Any, pc: Any, column: Any, kind: Any) -> Any:
         text = pc.if_else(utc, pc.replace_substring(text, "Z", "+00:00"), pc.utf8_replace_slice(text, -2, -2, ":"))
     if kind.unit == "ns":
         return text
-    usual = pc.fill_null(
-        pc.and_kleene(pc.greater_equal(column, pa.scalar(_FIRST, kind)), pc.less_equal(column, pa.scalar(_LAST, kind))),
-        True,
-    )
-    if not pc.all(usual).as_py():  # years Arrow writes in more or fewer digits: strftime's text for them
+    least, most = pc.min_max(column).values()
+    if least.is_valid and (least.value < _first(pa, kind).value or most.value > _last(pa, kind).value):
+        # Years Arrow writes in more or fewer digits: strftime's text for them.
+        usual = pc.fill_null(
+            pc.and_kleene(pc.greater_equal(column, _first(pa, kind)), pc.less_equal(column, _last(pa, kind))), True
+        )
         fmt = "%Y-%m-%dT%H:%M:%S%z" if kind.tz else "%Y-%m-%dT%H:%M:%S"
         text = pc.if_else(usual, text, pc.strftime(column, fmt))
     return text
+
+
+def _in_whole_seconds(pa: Any, column: Any, kind: Any) -> Any:
+    """``column`` in seconds if every value is a whole second (Parquet stores seconds as milliseconds), else None.
+
+    One checked cast: the common case skips the per-value test for a fraction and its edit.
+    """
+    try:
+        return column.cast(pa.timestamp("s", kind.tz))
+    except pa.ArrowInvalid:
+        return None
+
+
+@functools.cache
+def _first(pa: Any, kind: Any) -> Any:
+    return pa.scalar(_FIRST, kind)
+
+
+@functools.cache
+def _last(pa: Any, kind: Any) -> Any:
+    return pa.scalar(_LAST, kind)
 
 
 def _pyarrow(label: str, input_format: InputFormat) -> Any:
