@@ -790,3 +790,16 @@ def test_declared_long_column_with_bad_values_set_aside_is_long(tmp_path):
     assert got.aside.by_code == {"not-a-long": 2}
     assert got.aside.report.column_types == ["long", "long"]
     assert got.sent == b"a,b\n1,2\n7,8\n"
+
+
+@pytest.mark.parametrize(
+    ("column", "record"),
+    [(None, b"1,plain,row"), ("amount", b'2,"say ""hi""",x'), ("a\rb", b"3;lone\rcr"), ("c", b'4,"multi\nline"')],
+)
+def test_a_rejects_line_is_what_csv_reads_back(column, record):
+    """Each field comes back exactly through csv.reader, on every Python (a lone CR is quoted too)."""
+    row = bad_rows.BadRow(7, 123, "row.not_a_long", 'not a whole number: "x, y"', column, record)
+    line = rejects.rejects_line(row)
+    (fields,) = list(csv.reader(io.StringIO(line, newline="")))
+    assert fields == ["7", "123", row.code, row.message, column or "", record.decode()]
+    assert line.endswith("\n") and line.count("\n") == 1 + record.count(b"\n")

@@ -330,6 +330,7 @@ type_record(Typing *t, const unsigned char *buf, const Py_ssize_t *separators, P
 
 typedef struct {
     Py_ssize_t max_records; /* in: stop after this many plain records (0: no limit) */
+    int utf8_stops;       /* in: a byte that is not UTF-8 stops the scan at its record, as a stop byte does */
     Py_ssize_t records;   /* plain records read */
     Py_ssize_t consumed;  /* where they end: the start of the record that stopped the scan */
     int stopped;          /* that record is not plain (otherwise the buffer ran out) */
@@ -350,6 +351,7 @@ scan_plain_body(const unsigned char *buf, Py_ssize_t len, unsigned char delimite
     uint64_t line_start = 1;     /* the window's first byte starts a line */
     int stopped = 0;
     const Py_ssize_t max_records = out->max_records;
+    const int utf8_stops = out->utf8_stops;
     out->stop_end = out->stop_fields = -1;
     Py_ssize_t first = 0, separators = 0; /* typing: the records' separators being read, typing->separators[first:] */
     typing->len = len;
@@ -385,6 +387,9 @@ scan_plain_body(const unsigned char *buf, Py_ssize_t len, unsigned char delimite
                 utf8_error = at;
             break; /* or the buffer ends inside the sequence: it comes back with the rest */
         }
+        /* Sorting: the bad byte's record ends the scan (the scan would otherwise read on to the end of
+         * the buffer, and the caller read again the records before the byte). */
+        const uint64_t utf8_stop = utf8_stops && utf8_error >= base ? (uint64_t)1 << (utf8_error - base) : 0;
 
         /* What follows the window: the next byte, or the end (which closes anything). */
         const int more = base + n < len;
@@ -405,7 +410,7 @@ scan_plain_body(const unsigned char *buf, Py_ssize_t len, unsigned char delimite
         const uint64_t starts = (breaks << 1) | line_start;
         const uint64_t blank = starts & (lf | cr);
 
-        uint64_t problems = bad_open | bad_close | blank | m.stop;
+        uint64_t problems = bad_open | bad_close | blank | m.stop | utf8_stop;
         uint64_t pending = breaks, delim_bits = m.delim & outside;
         if (typing->open && separators - first < columns) { /* else the record is ragged: it stops at its break */
             if (separators + 72 > columns + SEPARATOR_SLACK) { /* move the open record's separators back */
@@ -681,6 +686,7 @@ sort_plain(const unsigned char *buf, Py_ssize_t len, unsigned char delimiter, Py
     PlainScan one = {0};
     while (pos < len) {
         PlainScan scan = {0};
+        scan.utf8_stops = 1;
         if (typing->states)
             memcpy(saved, typing->states, (size_t)columns);
         scan_plain(buf + pos, len - pos, delimiter, columns, final, stops, typing, &scan);

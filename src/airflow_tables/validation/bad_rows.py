@@ -318,7 +318,9 @@ class RowSorter:
             return kept
         self._keep(kept, pos)
         line = self._line_at(buf, pos)
-        found.cuts.append((found.good_bytes, end - pos, self._line_at(buf, end) - line))
+        spans = self.kernel.line_breaks(record, 0, len(record))  # its own lines: counted on from its end
+        self.line, self.counted = line + spans, end
+        found.cuts.append((found.good_bytes, end - pos, spans))
         code, column, message = why
         row = BadRow(line, self.base + pos, code, message, column, without_break(record))
         found.bad_rows += 1
