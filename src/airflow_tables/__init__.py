@@ -6,7 +6,7 @@ Importing this package is free (no Airflow, no pandas): Airflow calls
 
 from __future__ import annotations
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 
 def get_provider_info() -> dict:
