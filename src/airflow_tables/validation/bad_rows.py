@@ -318,8 +318,7 @@ class RowSorter:
             return kept
         self._keep(kept, pos)
         line = self._line_at(buf, pos)
-        spans = self.kernel.line_breaks(record, 0, len(record))  # its own lines: counted on from its end
-        self.line, self.counted = line + spans, end
+        spans = self._lines_of(record, end)
         found.cuts.append((found.good_bytes, end - pos, spans))
         code, column, message = why
         row = BadRow(line, self.base + pos, code, message, column, without_break(record))
@@ -382,6 +381,16 @@ class RowSorter:
         self.line += self.kernel.line_breaks(buf, self.counted, pos)
         self.counted = pos
         return self.line
+
+    def _lines_of(self, record: bytes, end: int) -> int:
+        """The line breaks of ``record`` (the buffer's bytes up to ``end``), counted from its own bytes.
+
+        The count of lines is then at ``end``: the next :meth:`_line_at` counts on from there.
+        """
+        spans = self.kernel.line_breaks(record, 0, len(record))
+        self.line += spans
+        self.counted = end
+        return spans
 
     def _stop(self, problem: Problem) -> None:
         self.found.stopped = problem

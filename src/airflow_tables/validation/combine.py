@@ -44,7 +44,9 @@ if TYPE_CHECKING:
     from airflow_tables.sources.spliced import Piece
 
 #: The most of a part read to find its header's end (a longer header: the part holds no data row).
-COPY_BLOCK = 1024 * 1024
+HEADER_MAX = 1024 * 1024
+#: Bytes read at a time when the combined file's lines are counted (to name a problem's part).
+READ_BLOCK = 1024 * 1024
 #: Bytes read at a time to find a part's header (a 512 KiB part was read whole for it).
 HEAD_BLOCK = 16 * 1024
 UTF8_BOM = b"\xef\xbb\xbf"
@@ -111,7 +113,7 @@ def _header(path: str | None, delimiter: str) -> tuple[list[str], bytes]:
     assert path is not None  # staged: a local file
     with open(path, "rb", buffering=0) as f:
         head = f.read(HEAD_BLOCK)
-        while len(head) < COPY_BLOCK and _header_end(head) == len(head) and (more := f.read(HEAD_BLOCK)):
+        while len(head) < HEADER_MAX and _header_end(head) == len(head) and (more := f.read(HEAD_BLOCK)):
             head += more  # the header goes on: a long one, or a quoted name with a line break
     header = head[: _header_end(head)]
     text = header.removeprefix(UTF8_BOM).decode("utf-8", errors="replace")
@@ -135,7 +137,7 @@ def _first_lines(path: str, placed: Sequence[_Placed]) -> list[tuple[int, _Place
     with open(path, "rb") as f:
         for part in placed:
             while done < part.first_byte:
-                block = f.read(min(COPY_BLOCK, part.first_byte - done))
+                block = f.read(min(READ_BLOCK, part.first_byte - done))
                 lines.add(block)
                 done += len(block)
             found.append((lines.count + 1, part))
